@@ -1,0 +1,2 @@
+//! The single integration test binary.
+mod suite;

@@ -10,10 +10,12 @@
 
 pub mod approval;
 pub mod config;
+pub mod engine;
 pub mod environment;
 pub mod llm;
 pub mod protocol;
 pub mod tools;
+pub mod trace;
 
 /// The crate version (also the Python package version).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

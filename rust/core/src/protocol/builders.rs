@@ -210,6 +210,7 @@ pub fn approval_decision(decision: Decision, tool_call_id: impl Into<String>) ->
     event_msg(EventPayload::ApprovalDecision(ApprovalDecisionPayload {
         decision,
         tool_call_id: tool_call_id.into(),
+        error_message: None,
     }))
 }
 

@@ -488,6 +488,9 @@ pub struct ApprovalDecisionPayload {
     pub decision: Decision,
     /// The call decided on.
     pub tool_call_id: String,
+    /// Why the decision is a deny when the approval callback failed (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
 }
 
 /// `token_usage` payload.

@@ -189,7 +189,7 @@ mod tests {
     async fn writes_only_traceable_messages_in_order() {
         let path = tmp("t_001.jsonl");
         let w = TraceWriter::open(&path).unwrap();
-        let msgs = vec![
+        let msgs = [
             user_text("a"),
             partial_text(EventType::Delta, "x", StopReason::Completed),
             with_origin(request_begin(), "child"),

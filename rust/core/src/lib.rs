@@ -12,10 +12,15 @@ pub mod approval;
 pub mod config;
 pub mod engine;
 pub mod environment;
+pub mod error;
 pub mod llm;
 pub mod protocol;
+pub mod session;
 pub mod tools;
 pub mod trace;
 
 /// The crate version (also the Python package version).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub use error::HarnessError;
+pub use session::{Agent, RunHandle, Session, SessionOptions};

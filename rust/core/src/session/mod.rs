@@ -1,0 +1,430 @@
+//! Agents and sessions: the public entry point of the core.
+//!
+//! An [`Agent`] is a folder under the data root (`paths`) holding the agent's configuration;
+//! opening one creates the defaults when they are absent. [`Agent::create_session`] resolves
+//! the model, the workspace and the system prompt, opens the session's trace, builds the
+//! Environment and the engine. [`Session::run`] starts one task on the current tokio runtime
+//! and returns a [`RunHandle`], a stream of OmniMessages that ends when the task ends; dropping
+//! the handle aborts the task. Runs of one session are serialized.
+
+pub mod paths;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{
+    ModelEntry, Permission, ProjectConfig, SystemConfig, render_template, validate_id,
+    write_private_file,
+};
+use crate::engine::{Engine, EngineSettings, EngineState, ReconnectSkip, RunOptions};
+use crate::environment::Environment;
+use crate::error::HarnessError;
+use crate::llm::{ClientOptions, ModelClient, ThinkingLevel, build_client};
+use crate::protocol::{ContextWindow, OmniMessage, SessionMeta, SessionSource, ToolSpec};
+use crate::tools::ToolServices;
+use crate::trace::TraceWriter;
+pub use paths::{AgentPaths, DEFAULT_AGENT, DEFAULT_PROJECT, default_root, new_session_id};
+
+/// Messages buffered between a run and its consumer; a slow consumer slows the run.
+const RUN_CHANNEL_CAPACITY: usize = 256;
+
+/// One agent of one project, with its configuration loaded.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    project_id: String,
+    agent_id: String,
+    paths: AgentPaths,
+    system: SystemConfig,
+    project: ProjectConfig,
+}
+
+/// How to create a session.
+#[derive(Clone, Default)]
+pub struct SessionOptions {
+    /// Workspace; must exist. `None` = a fresh temporary workspace under the agent.
+    pub workspace_dir: Option<PathBuf>,
+    /// An inline model definition (needs no config file); wins over `provider`/`model_id`.
+    pub model: Option<ModelEntry>,
+    /// Provider half of a configured model reference.
+    pub provider: Option<String>,
+    /// Model half of a configured model reference.
+    pub model_id: Option<String>,
+    /// Default thinking level of the session's runs.
+    pub thinking_level: Option<ThinkingLevel>,
+    /// Why the session exists (subagents set this).
+    pub source: Option<SessionSource>,
+    /// A ready model client (embedders and tests); `None` builds one from the model entry.
+    pub client: Option<Arc<dyn ModelClient>>,
+}
+
+impl Agent {
+    /// Opens (creating defaults where absent) `<root>/<project_id>/agents/<agent_id>`;
+    /// `root = None` uses `$PENGUIN_HOME` or `~/.penguin/data`.
+    pub fn open(
+        root: Option<&Path>,
+        project_id: &str,
+        agent_id: &str,
+    ) -> Result<Self, HarnessError> {
+        validate_id("project id", project_id)?;
+        validate_id("agent id", agent_id)?;
+        let root = root.map(Path::to_path_buf).unwrap_or_else(default_root);
+        let paths = AgentPaths::new(&root, project_id, agent_id);
+        for dir in [paths.agent_state(), paths.traces(), paths.workspaces()] {
+            std::fs::create_dir_all(&dir).map_err(|e| HarnessError::io("create", &dir, e))?;
+        }
+        let system_path = paths.system_config();
+        if !system_path.exists() {
+            let text = SystemConfig::default().to_yaml()?;
+            std::fs::write(&system_path, text)
+                .map_err(|e| HarnessError::io("write", &system_path, e))?;
+        }
+        let agents_md = paths.agents_md();
+        if !agents_md.exists() {
+            std::fs::write(&agents_md, "").map_err(|e| HarnessError::io("write", &agents_md, e))?;
+        }
+        let project_path = paths.project_config();
+        if !project_path.exists() {
+            write_private_file(&project_path, b"")?;
+        }
+        let system = SystemConfig::load(&system_path)?;
+        let project = ProjectConfig::load(&project_path)?;
+        Ok(Agent {
+            project_id: project_id.to_owned(),
+            agent_id: agent_id.to_owned(),
+            paths,
+            system,
+            project,
+        })
+    }
+
+    /// The project id.
+    pub fn project_id(&self) -> &str {
+        &self.project_id
+    }
+
+    /// The agent id.
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    /// The agent's paths.
+    pub fn paths(&self) -> &AgentPaths {
+        &self.paths
+    }
+
+    /// The agent's `system_config.yaml`.
+    pub fn system_config(&self) -> &SystemConfig {
+        &self.system
+    }
+
+    /// The project's `.project_config.toml`.
+    pub fn project_config(&self) -> &ProjectConfig {
+        &self.project
+    }
+
+    /// Resolves the session model: the inline entry, else the (provider, model_id) pair, else
+    /// the project's default model.
+    pub fn resolve_model(&self, opts: &SessionOptions) -> Result<ModelEntry, HarnessError> {
+        if let Some(entry) = &opts.model {
+            return Ok(entry.clone());
+        }
+        Ok(self
+            .project
+            .resolve(opts.provider.as_deref(), opts.model_id.as_deref())?)
+    }
+
+    fn workspace(&self, explicit: Option<&Path>) -> Result<PathBuf, HarnessError> {
+        match explicit {
+            Some(dir) => {
+                let canon = dir
+                    .canonicalize()
+                    .map_err(|_| HarnessError::Workspace(dir.to_path_buf()))?;
+                if canon.is_dir() {
+                    Ok(canon)
+                } else {
+                    Err(HarnessError::Workspace(dir.to_path_buf()))
+                }
+            }
+            None => {
+                let dir = self
+                    .paths
+                    .workspaces()
+                    .join(format!("tmp-{:08x}", rand::random::<u32>()));
+                std::fs::create_dir_all(&dir).map_err(|e| HarnessError::io("create", &dir, e))?;
+                dir.canonicalize()
+                    .map_err(|e| HarnessError::io("resolve", &dir, e))
+            }
+        }
+    }
+
+    fn system_prompt(&self, session_id: &str, workspace: &Path, model: &ModelEntry) -> String {
+        let agents_md = std::fs::read_to_string(self.paths.agents_md()).unwrap_or_default();
+        let date = chrono::Local::now().format("%Y-%m-%d").to_string();
+        let project_dir = self.paths.project_dir.display().to_string();
+        let cwd = workspace.display().to_string();
+        render_template(
+            &self.system.system_prompt,
+            &[
+                ("AGENTS_MD", agents_md.trim()),
+                ("SESSION_ID", session_id),
+                ("CWD", &cwd),
+                ("AGENT_ID", &self.agent_id),
+                ("PROJECT_DIR", &project_dir),
+                ("PROVIDER", &model.provider),
+                ("MODEL_ID", &model.model_id),
+                ("PLATFORM", std::env::consts::OS),
+                ("SHELL", "bash"),
+                ("DATE", &date),
+            ],
+        )
+    }
+
+    /// Creates a session: resolves model and workspace, writes nothing to the trace until the
+    /// first run (which emits `session_meta`).
+    pub fn create_session(&self, opts: SessionOptions) -> Result<Session, HarnessError> {
+        let model = self.resolve_model(&opts)?;
+        let workspace = self.workspace(opts.workspace_dir.as_deref())?;
+        let session_id = new_session_id();
+        let date = paths::session_date(&session_id)
+            .unwrap_or("unknown-date")
+            .to_owned();
+        let trace_path = self.paths.trace_file(&date, &session_id, 1);
+        let trace =
+            TraceWriter::open(&trace_path).map_err(|e| HarnessError::io("open", &trace_path, e))?;
+        let system_prompt = self.system_prompt(&session_id, &workspace, &model);
+        let meta = SessionMeta {
+            session_id: session_id.clone(),
+            provider: model.provider.clone(),
+            model_id: model.model_id.clone(),
+            model_context_window: model
+                .context_window
+                .map_or(ContextWindow::Unknown, ContextWindow::Tokens),
+            system_prompt: system_prompt.clone(),
+            agent_state: self.paths.agent_state().display().to_string(),
+            workspace: workspace.display().to_string(),
+            source: opts.source,
+        };
+        let client = match opts.client.clone() {
+            Some(c) => c,
+            None => build_client(
+                &model,
+                ClientOptions {
+                    idle_timeout: std::time::Duration::from_millis(self.system.model.timeout_ms),
+                    http: None,
+                },
+            )?,
+        };
+        let services = ToolServices::default();
+        let env = Arc::new(Environment::new(
+            &workspace,
+            self.system.tool_definitions(),
+            model.vision,
+            services,
+        ));
+        let settings = EngineSettings {
+            system_prompt,
+            max_turns: self.system.max_turns,
+            reconnect: self.system.reconnect.clone(),
+            max_tokens: model.max_tokens.unwrap_or(self.system.model.max_tokens),
+            context_window: model.context_window,
+            default_thinking: Some(
+                opts.thinking_level
+                    .unwrap_or(self.system.model.thinking_level),
+            ),
+        };
+        let engine = Engine::new(
+            client,
+            env.clone(),
+            Some(trace.clone()),
+            settings,
+            Some(crate::protocol::session_meta(meta.clone())),
+            EngineState::default(),
+        );
+        Ok(Session::new(meta, trace_path, engine, env, trace))
+    }
+}
+
+struct SessionInner {
+    meta: SessionMeta,
+    trace_path: PathBuf,
+    engine: Arc<tokio::sync::Mutex<Engine>>,
+    env: Arc<Environment>,
+    skip: ReconnectSkip,
+    trace: TraceWriter,
+    disposed: AtomicBool,
+}
+
+/// A conversation with one model in one workspace. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Session {
+    inner: Arc<SessionInner>,
+}
+
+impl Session {
+    fn new(
+        meta: SessionMeta,
+        trace_path: PathBuf,
+        engine: Engine,
+        env: Arc<Environment>,
+        trace: TraceWriter,
+    ) -> Self {
+        let skip = engine.reconnect_skip();
+        Session {
+            inner: Arc::new(SessionInner {
+                meta,
+                trace_path,
+                engine: Arc::new(tokio::sync::Mutex::new(engine)),
+                env,
+                skip,
+                trace,
+                disposed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.inner.meta.session_id
+    }
+
+    /// The session's metadata (as its trace's first line).
+    pub fn meta(&self) -> &SessionMeta {
+        &self.inner.meta
+    }
+
+    /// The workspace.
+    pub fn workspace(&self) -> &Path {
+        self.inner.env.workspace_dir()
+    }
+
+    /// The trace file.
+    pub fn trace_path(&self) -> &Path {
+        &self.inner.trace_path
+    }
+
+    /// The tools offered to the model.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        self.inner.env.list_tools()
+    }
+
+    /// A tool's permission (`None` for unknown tools); approval modes key on it.
+    pub fn tool_permission(&self, name: &str) -> Option<Permission> {
+        self.inner.env.tool_permission(name)
+    }
+
+    /// Ends the current reconnect wait now; `false` when none is in progress.
+    pub fn skip_reconnect_wait(&self) -> bool {
+        self.inner.skip.skip()
+    }
+
+    /// Starts one task with `input` (new user messages) on the current tokio runtime. The
+    /// task waits for a previous run of this session to finish first.
+    pub fn run(
+        &self,
+        input: Vec<OmniMessage>,
+        opts: RunOptions,
+    ) -> Result<RunHandle, HarnessError> {
+        if self.inner.disposed.load(Ordering::SeqCst) {
+            return Err(HarnessError::Disposed(self.id().to_owned()));
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| HarnessError::NoRuntime(e.to_string()))?;
+        let (tx, rx) = mpsc::channel(RUN_CHANNEL_CAPACITY);
+        let cancel = CancellationToken::new();
+        let engine = self.inner.engine.clone();
+        let trace = self.inner.trace.clone();
+        let task_cancel = cancel.clone();
+        let task = runtime.spawn(async move {
+            let mut engine = engine.lock_owned().await;
+            engine.run(input, opts, task_cancel, tx.clone()).await;
+            // Everything traced by this run is on disk before the stream ends.
+            trace.flush().await;
+            drop(tx);
+        });
+        Ok(RunHandle {
+            rx,
+            cancel,
+            task: Some(task),
+        })
+    }
+
+    /// A copy of the conversation state (context, carry-over, counters); waits for a running
+    /// task to finish.
+    pub async fn state(&self) -> EngineState {
+        self.inner.engine.lock().await.state().clone()
+    }
+
+    /// Kills background work (command sessions, subagents) and flushes the trace. Later runs
+    /// fail with [`HarnessError::Disposed`].
+    pub async fn dispose(&self) {
+        self.inner.disposed.store(true, Ordering::SeqCst);
+        self.inner.env.dispose();
+        self.inner.trace.flush().await;
+    }
+}
+
+/// What [`RunHandle::try_next`] found.
+#[derive(Debug)]
+pub enum TryNext {
+    /// A message was ready.
+    Message(OmniMessage),
+    /// Nothing yet; the run goes on.
+    Empty,
+    /// The run has ended and every message was taken.
+    Done,
+}
+
+/// The stream of one run. Dropping it aborts the run.
+pub struct RunHandle {
+    rx: mpsc::Receiver<OmniMessage>,
+    cancel: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RunHandle {
+    /// The next message; `None` once the run has ended.
+    pub async fn next(&mut self) -> Option<OmniMessage> {
+        self.rx.recv().await
+    }
+
+    /// The next message if one is ready, without waiting.
+    pub fn try_next(&mut self) -> TryNext {
+        match self.rx.try_recv() {
+            Ok(m) => TryNext::Message(m),
+            Err(mpsc::error::TryRecvError::Empty) => TryNext::Empty,
+            Err(mpsc::error::TryRecvError::Disconnected) => TryNext::Done,
+        }
+    }
+
+    /// Aborts the run (foreground commands are killed; an `abort` event ends the stream).
+    pub fn abort(&self) {
+        self.cancel.cancel();
+    }
+
+    /// The run's cancel token.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Collects every remaining message and waits for the run to end.
+    pub async fn collect(mut self) -> Vec<OmniMessage> {
+        let mut out = Vec::new();
+        while let Some(m) = self.rx.recv().await {
+            out.push(m);
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        out
+    }
+}
+
+impl Drop for RunHandle {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}

@@ -371,7 +371,7 @@ impl Session {
 #[derive(Debug)]
 pub enum TryNext {
     /// A message was ready.
-    Message(OmniMessage),
+    Message(Box<OmniMessage>),
     /// Nothing yet; the run goes on.
     Empty,
     /// The run has ended and every message was taken.
@@ -394,7 +394,7 @@ impl RunHandle {
     /// The next message if one is ready, without waiting.
     pub fn try_next(&mut self) -> TryNext {
         match self.rx.try_recv() {
-            Ok(m) => TryNext::Message(m),
+            Ok(m) => TryNext::Message(Box::new(m)),
             Err(mpsc::error::TryRecvError::Empty) => TryNext::Empty,
             Err(mpsc::error::TryRecvError::Disconnected) => TryNext::Done,
         }

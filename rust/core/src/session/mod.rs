@@ -8,6 +8,7 @@
 //! the handle aborts the task. Runs of one session are serialized.
 
 pub mod paths;
+pub mod resume;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -193,9 +194,6 @@ impl Agent {
             .unwrap_or("unknown-date")
             .to_owned();
         let trace_path = self.paths.trace_file(&date, &session_id, 1);
-        let trace =
-            TraceWriter::open(&trace_path).map_err(|e| HarnessError::io("open", &trace_path, e))?;
-        let system_prompt = self.system_prompt(&session_id, &workspace, &model);
         let meta = SessionMeta {
             session_id: session_id.clone(),
             provider: model.provider.clone(),
@@ -203,11 +201,26 @@ impl Agent {
             model_context_window: model
                 .context_window
                 .map_or(ContextWindow::Unknown, ContextWindow::Tokens),
-            system_prompt: system_prompt.clone(),
+            system_prompt: self.system_prompt(&session_id, &workspace, &model),
             agent_state: self.paths.agent_state().display().to_string(),
             workspace: workspace.display().to_string(),
             source: opts.source,
         };
+        self.build_session(meta, trace_path, model, &opts, EngineState::default(), true)
+    }
+
+    fn build_session(
+        &self,
+        meta: SessionMeta,
+        trace_path: PathBuf,
+        model: ModelEntry,
+        opts: &SessionOptions,
+        state: EngineState,
+        first_run_emits_meta: bool,
+    ) -> Result<Session, HarnessError> {
+        let workspace = PathBuf::from(&meta.workspace);
+        let trace =
+            TraceWriter::open(&trace_path).map_err(|e| HarnessError::io("open", &trace_path, e))?;
         let client = match opts.client.clone() {
             Some(c) => c,
             None => build_client(
@@ -226,7 +239,7 @@ impl Agent {
             services,
         ));
         let settings = EngineSettings {
-            system_prompt,
+            system_prompt: meta.system_prompt.clone(),
             max_turns: self.system.max_turns,
             reconnect: self.system.reconnect.clone(),
             max_tokens: model.max_tokens.unwrap_or(self.system.model.max_tokens),
@@ -236,15 +249,141 @@ impl Agent {
                     .unwrap_or(self.system.model.thinking_level),
             ),
         };
+        let pending_meta =
+            first_run_emits_meta.then(|| crate::protocol::session_meta(meta.clone()));
         let engine = Engine::new(
             client,
             env.clone(),
             Some(trace.clone()),
             settings,
-            Some(crate::protocol::session_meta(meta.clone())),
-            EngineState::default(),
+            pending_meta,
+            state,
         );
         Ok(Session::new(meta, trace_path, engine, env, trace))
+    }
+
+    /// The trace files of a session, lowest index first.
+    pub fn trace_files(&self, session_id: &str) -> Result<Vec<PathBuf>, HarnessError> {
+        validate_id("session id", session_id)?;
+        let prefix = format!("{session_id}_");
+        let mut found: Vec<(u32, PathBuf)> = Vec::new();
+        for day in read_dir_sorted(&self.paths.traces())? {
+            for file in read_dir_sorted(&day)? {
+                let Some(name) = file.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                let Some(index) = name
+                    .strip_prefix(&prefix)
+                    .and_then(|rest| rest.strip_suffix(".jsonl"))
+                    .and_then(|n| n.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                found.push((index, file.clone()));
+            }
+        }
+        found.sort();
+        Ok(found.into_iter().map(|(_, p)| p).collect())
+    }
+
+    /// The most recently written session of this agent that a person started (subagent
+    /// sessions are skipped); `None` when there is none.
+    pub fn latest_session_id(&self) -> Result<Option<String>, HarnessError> {
+        let mut best: Option<(std::time::SystemTime, String)> = None;
+        for day in read_dir_sorted(&self.paths.traces())? {
+            for file in read_dir_sorted(&day)? {
+                let Some(name) = file.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                let Some(stem) = name.strip_suffix(".jsonl") else {
+                    continue;
+                };
+                let Some((id, _)) = stem.rsplit_once('_') else {
+                    continue;
+                };
+                if !id.starts_with("session-")
+                    || first_meta(&file).is_none_or(|m| m.source.is_some())
+                {
+                    continue;
+                }
+                let modified = std::fs::metadata(&file)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+                if best
+                    .as_ref()
+                    .is_none_or(|(t, b)| (modified, id) > (*t, b.as_str()))
+                {
+                    best = Some((modified, id.to_owned()));
+                }
+            }
+        }
+        Ok(best.map(|(_, id)| id))
+    }
+
+    /// Reopens a session from its latest trace file: rebuilds the context, carry-over and
+    /// counters by positional replay and keeps appending to the same file. The model is the
+    /// trace's (provider, model_id) from the project config unless `opts.model` gives one;
+    /// tools and thinking follow the current configuration.
+    pub fn resume_session(
+        &self,
+        session_id: &str,
+        opts: SessionOptions,
+    ) -> Result<Session, HarnessError> {
+        let fail = |reason: String| HarnessError::Resume {
+            session_id: session_id.to_owned(),
+            reason,
+        };
+        let files = self.trace_files(session_id)?;
+        let Some(path) = files.last().cloned() else {
+            return Err(HarnessError::SessionNotFound(session_id.to_owned()));
+        };
+        let contents = crate::trace::read_trace_detailed(&path)?;
+        let replayed = resume::replay(&contents.messages);
+        let Some(meta) = replayed.meta else {
+            return Err(fail(format!("{} has no session_meta line", path.display())));
+        };
+        if meta.provider.is_empty() {
+            return Err(fail("its session_meta names no provider".into()));
+        }
+        if !Path::new(&meta.workspace).is_dir() {
+            return Err(fail(format!(
+                "its workspace {} no longer exists",
+                meta.workspace
+            )));
+        }
+        let model = match &opts.model {
+            Some(m) => m.clone(),
+            None => self
+                .project
+                .resolve(Some(&meta.provider), Some(&meta.model_id))
+                .map_err(|e| fail(e.to_string()))?,
+        };
+        self.build_session(meta, path, model, &opts, replayed.state, false)
+    }
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, HarnessError> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            let mut v: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            v.sort();
+            Ok(v)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(Vec::new()),
+        Err(e) => Err(HarnessError::io("list", dir, e)),
+    }
+}
+
+/// The `session_meta` on the first line of a trace file, if it has one.
+fn first_meta(path: &Path) -> Option<SessionMeta> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).ok()?;
+    let mut line = String::new();
+    std::io::BufReader::new(file).read_line(&mut line).ok()?;
+    match serde_json::from_str::<OmniMessage>(&line).ok()?.body {
+        crate::protocol::Body::SessionMeta(m) => Some(m),
+        _ => None,
     }
 }
 

@@ -1,2 +1,3 @@
 //! Integration suites.
 mod engine;
+mod llm_fixtures;

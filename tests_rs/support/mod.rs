@@ -2,6 +2,7 @@
 //! SSE on 127.0.0.1, builders for provider-format SSE bodies, and temporary directories.
 
 pub mod agent;
+pub mod llm;
 pub mod model_server;
 pub mod sse;
 pub mod tempdir;

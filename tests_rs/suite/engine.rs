@@ -102,9 +102,9 @@ async fn one_tool_call_runs_and_its_output_is_fed_back() {
 #[tokio::test]
 async fn parallel_calls_finish_out_of_order_and_are_fed_back_in_call_order() {
     let calls = [
-        ("call_a", "exec_command", r#"{"cmd":"sleep 0.6; echo A"}"#),
-        ("call_b", "exec_command", r#"{"cmd":"echo B"}"#),
-        ("call_c", "exec_command", r#"{"cmd":"sleep 0.3; echo C"}"#),
+        ("call_a", "exec_command", r#"{"cmd":"until [ -e c.done ]; do sleep 0.05; done; sleep 0.3; echo A"}"#),
+        ("call_b", "exec_command", r#"{"cmd":"echo B; touch b.done"}"#),
+        ("call_c", "exec_command", r#"{"cmd":"until [ -e b.done ]; do sleep 0.05; done; sleep 0.3; echo C; touch c.done"}"#),
     ];
     let server =
         ScriptedServer::start(vec![Reply::sse(openai::tool_calls(&calls)), Reply::sse(openai::text("ok"))]).await;
@@ -326,4 +326,58 @@ async fn abort_while_a_tool_runs_kills_it_and_carries_its_output() {
     let msgs = request_messages(&server, 1);
     assert_eq!(tool_messages(&msgs), [("call_1".into(), "[interrupted: tool aborted by user]".into())]);
     assert_eq!(last_user_text(&msgs), "and now?");
+}
+
+#[tokio::test]
+async fn the_anthropic_loop_replays_signed_thinking_and_feeds_parallel_results_in_call_order() {
+    use penguin_harness_tests::sse::anthropic;
+    let calls = [
+        ("toolu_a", "exec_command", r#"{"cmd":"until [ -e c.done ]; do sleep 0.05; done; sleep 0.3; echo A"}"#),
+        ("toolu_b", "exec_command", r#"{"cmd":"echo B; touch b.done"}"#),
+        ("toolu_c", "exec_command", r#"{"cmd":"until [ -e b.done ]; do sleep 0.05; done; sleep 0.3; echo C; touch c.done"}"#),
+    ];
+    let server = ScriptedServer::start(vec![
+        Reply::sse_split(anthropic::tool_uses(Some(("I will run three commands.", "sig-abc")), &calls), 64, Duration::ZERO),
+        Reply::sse(anthropic::thinking_then_text("All ran.", "sig-def", "A, B and C printed.")),
+    ])
+    .await;
+    let t = TestAgent::new();
+    let session = t.session(ClientType::AnthropicMessages, &server.base_url());
+    let stream = run_task(&session, "run them", allow()).await;
+    assert_eq!(
+        kinds(&stream),
+        ["meta", "begin", "thinking:I will run three commands.", "call:toolu_a", "decide:toolu_a:allow",
+         "call:toolu_b", "decide:toolu_b:allow", "call:toolu_c", "decide:toolu_c:allow", "usage", "end:completed",
+         "out:toolu_b:completed", "out:toolu_c:completed", "out:toolu_a:completed",
+         "begin", "thinking:All ran.", "text:A, B and C printed.", "usage", "end:completed"]
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/messages");
+    assert_eq!(reqs[0].header("x-api-key"), Some("sk-test-secret"));
+    let messages = reqs[1].body["messages"].as_array().cloned().unwrap_or_default();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    // The assistant turn replays the thinking with its signature, then the three tool_use blocks.
+    let assistant = messages[1]["content"].as_array().cloned().unwrap_or_default();
+    assert_eq!(assistant[0]["type"], "thinking");
+    assert_eq!(assistant[0]["thinking"], "I will run three commands.");
+    assert_eq!(assistant[0]["signature"], "sig-abc");
+    let ids: Vec<&str> = assistant[1..].iter().map(|b| b["id"].as_str().unwrap_or_default()).collect();
+    assert_eq!(ids, ["toolu_a", "toolu_b", "toolu_c"]);
+    assert_eq!(assistant[1]["input"], serde_json::json!({"cmd": "until [ -e c.done ]; do sleep 0.05; done; sleep 0.3; echo A"}));
+    // The results come back in call order, although they finished b, c, a.
+    let results = messages[2]["content"].as_array().cloned().unwrap_or_default();
+    let order: Vec<(&str, String)> = results
+        .iter()
+        .map(|r| {
+            let content = match &r["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+                _ => String::new(),
+            };
+            (r["tool_use_id"].as_str().unwrap_or_default(), content)
+        })
+        .collect();
+    assert_eq!(order, [("toolu_a", "A\n".to_owned()), ("toolu_b", "B\n".to_owned()), ("toolu_c", "C\n".to_owned())]);
+    let trace = trace_of(&session);
+    assert_trace_is_stream(&session, &[stream[0].clone(), trace[1].clone()], &stream[1..]);
 }

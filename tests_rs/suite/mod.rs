@@ -1,3 +1,6 @@
 //! Integration suites.
 mod engine;
+mod llm_anthropic;
+mod llm_failures;
 mod llm_fixtures;
+mod llm_openai;

@@ -555,6 +555,112 @@ mod tests {
         Fidelity, assistant_text, thinking, tool_call, tool_call_output, user_image_url, user_text,
     };
 
+    fn decode(events: &[Value]) -> (Vec<crate::protocol::ModelPayload>, LlmOutcome) {
+        let mut d = MessagesDecoder::new();
+        let mut seg = Segments::new();
+        let mut outcome = None;
+        let mut terminal = false;
+        for e in events {
+            let ev = SseEvent {
+                event: None,
+                data: e.to_string(),
+            };
+            match d.event(ev, &mut seg) {
+                Ok(Step::Continue) => {}
+                Ok(Step::Done) => {
+                    terminal = true;
+                    break;
+                }
+                Err(o) => {
+                    seg.close(o.status);
+                    outcome = Some(o);
+                    break;
+                }
+            }
+        }
+        let outcome = outcome.unwrap_or_else(|| d.finish(terminal, &mut seg));
+        let done = seg
+            .drain()
+            .filter_map(|m| m.model().filter(|p| !p.is_partial()).cloned())
+            .collect();
+        (done, outcome)
+    }
+
+    #[test]
+    fn redacted_thinking_is_kept_for_replay() {
+        let (done, outcome) = decode(&[
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "redacted_thinking", "data": "OPAQUE"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1,
+                   "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "text_delta", "text": "hi"}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                   "usage": {"output_tokens": 2}}),
+            json!({"type": "message_stop"}),
+        ]);
+        assert_eq!(
+            outcome,
+            LlmOutcome::completed(Some(TokenCounts::new(0, 1, 2)))
+        );
+        let mut fid = Fidelity::new();
+        fid.insert(REDACTED_DATA_KEY.into(), json!("OPAQUE"));
+        assert_eq!(
+            done,
+            vec![
+                thinking("", StopReason::Completed, Some(fid))
+                    .model()
+                    .cloned()
+                    .unwrap(),
+                assistant_text("hi", StopReason::Completed)
+                    .model()
+                    .cloned()
+                    .unwrap(),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_delta_for_a_block_that_is_not_open_is_malformed() {
+        let (_, outcome) = decode(&[
+            json!({"type": "message_start", "message": {"usage": {}}}),
+            json!({"type": "content_block_delta", "index": 3,
+                   "delta": {"type": "text_delta", "text": "lost"}}),
+        ]);
+        assert_eq!(
+            outcome,
+            classify::malformed("text_delta for content block 3, which is not open")
+        );
+    }
+
+    #[test]
+    fn a_stream_without_message_stop_but_with_a_stop_reason_is_complete() {
+        let (done, outcome) = decode(&[
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 4}}}),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "text", "text": "whole"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                   "usage": {"output_tokens": 1}}),
+        ]);
+        assert_eq!(
+            outcome,
+            LlmOutcome::completed(Some(TokenCounts::new(0, 4, 1)))
+        );
+        assert_eq!(
+            done,
+            vec![
+                assistant_text("whole", StopReason::Completed)
+                    .model()
+                    .cloned()
+                    .unwrap()
+            ]
+        );
+    }
+
     #[test]
     fn thinking_budget_table_and_clamp() {
         use ThinkingLevel::*;

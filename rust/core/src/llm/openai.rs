@@ -565,6 +565,174 @@ mod tests {
         Fidelity, assistant_text, thinking, tool_call, tool_call_output, user_image_url, user_text,
     };
 
+    /// Feeds `data:` payloads to a fresh decoder; returns complete messages and outcome.
+    fn decode(chunks: &[Value]) -> (Vec<crate::protocol::ModelPayload>, LlmOutcome) {
+        let mut d = ChatDecoder::new();
+        let mut seg = Segments::new();
+        let mut outcome = None;
+        for c in chunks {
+            let ev = SseEvent {
+                event: None,
+                data: c.to_string(),
+            };
+            match d.event(ev, &mut seg) {
+                Ok(_) => {}
+                Err(o) => {
+                    seg.close(o.status);
+                    outcome = Some(o);
+                    break;
+                }
+            }
+        }
+        let outcome = outcome.unwrap_or_else(|| d.finish(false, &mut seg));
+        let done = seg
+            .drain()
+            .filter_map(|m| m.model().filter(|p| !p.is_partial()).cloned())
+            .collect();
+        (done, outcome)
+    }
+
+    fn delta(d: Value) -> Value {
+        json!({"choices": [{"index": 0, "delta": d, "finish_reason": null}]})
+    }
+
+    fn finish(reason: &str) -> Value {
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+    }
+
+    fn call(id: &str, name: &str, args: &str, stop: StopReason) -> crate::protocol::ModelPayload {
+        tool_call(name, args, id, stop).model().cloned().unwrap()
+    }
+
+    #[test]
+    fn index_less_tool_calls_are_told_apart_by_id() {
+        let (done, outcome) = decode(&[
+            delta(
+                json!({"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{\"x\""}}]}),
+            ),
+            delta(json!({"tool_calls": [{"function": {"arguments": ":1}"}}]})),
+            delta(
+                json!({"tool_calls": [{"id": "b", "function": {"name": "g", "arguments": "{}"}}]}),
+            ),
+            finish("tool_calls"),
+        ]);
+        assert_eq!(outcome.status, StopReason::Completed);
+        assert_eq!(
+            done,
+            vec![
+                call("a", "f", "{\"x\":1}", StopReason::Completed),
+                call("b", "g", "{}", StopReason::Completed),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_name_that_arrives_late_reaches_the_complete_call() {
+        let (done, _) = decode(&[
+            delta(json!({"tool_calls": [{"index": 0, "id": "a", "function": {"arguments": ""}}]})),
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "exec_command", "arguments": "{}"}}]}),
+            ),
+            finish("tool_calls"),
+        ]);
+        assert_eq!(
+            done,
+            vec![call("a", "exec_command", "{}", StopReason::Completed)]
+        );
+    }
+
+    #[test]
+    fn a_call_without_id_gets_one() {
+        let (done, _) = decode(&[
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]}),
+            ),
+            finish("tool_calls"),
+        ]);
+        let [crate::protocol::ModelPayload::ToolCall(c)] = done.as_slice() else {
+            panic!("{done:?}")
+        };
+        assert!(
+            c.tool_call_id.starts_with("call_") && c.tool_call_id.len() == 21,
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn more_data_for_a_closed_call_is_malformed() {
+        let (done, outcome) = decode(&[
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "{"}}]}),
+            ),
+            delta(
+                json!({"tool_calls": [{"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}}]}),
+            ),
+            delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]})),
+        ]);
+        assert_eq!(outcome.status, StopReason::Malformed);
+        assert_eq!(
+            outcome.error_message.as_deref(),
+            Some("tool call 0 received more data after it was closed")
+        );
+        assert_eq!(
+            done,
+            vec![
+                call("a", "f", "{", StopReason::Completed),
+                call("b", "g", "{}", StopReason::Malformed),
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_content_next_to_reasoning_does_not_split_thinking() {
+        let (done, outcome) = decode(&[
+            delta(json!({"content": "", "reasoning": "a"})),
+            delta(json!({"content": "", "reasoning": "b"})),
+            delta(json!({"content": "answer", "reasoning": null})),
+            finish("stop"),
+        ]);
+        assert_eq!(outcome.status, StopReason::Completed);
+        let mut fid = Fidelity::new();
+        fid.insert(REASONING_FIELD_KEY.into(), json!("reasoning"));
+        assert_eq!(
+            done,
+            vec![
+                thinking("ab", StopReason::Completed, Some(fid))
+                    .model()
+                    .cloned()
+                    .unwrap(),
+                assistant_text("answer", StopReason::Completed)
+                    .model()
+                    .cloned()
+                    .unwrap(),
+            ]
+        );
+    }
+
+    #[test]
+    fn content_parts_split_into_thinking_and_text() {
+        let (done, _) = decode(&[
+            delta(
+                json!({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "hm"}]}]}),
+            ),
+            delta(json!({"content": [{"type": "text", "text": "ok"}]})),
+            finish("stop"),
+        ]);
+        assert_eq!(
+            done,
+            vec![
+                thinking("hm", StopReason::Completed, None)
+                    .model()
+                    .cloned()
+                    .unwrap(),
+                assistant_text("ok", StopReason::Completed)
+                    .model()
+                    .cloned()
+                    .unwrap(),
+            ]
+        );
+    }
+
     #[test]
     fn usage_normalization_table() {
         let cases = vec![

@@ -6,6 +6,8 @@
 //! [`ToolError`]. Framing, truncation, timeouts, stop-reason priority and the final
 //! `tool_call_output` belong to the Environment (`crate::environment`), never to the tool.
 
+pub mod image;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -156,8 +158,24 @@ pub trait Tool: Send + Sync {
 }
 
 /// Shared facilities tools are built with (one set per session).
-#[derive(Clone, Default)]
-pub struct ToolServices {}
+#[derive(Clone)]
+pub struct ToolServices {
+    /// HTTP client for downloads (image URLs); clones share one connection pool.
+    pub http: reqwest::Client,
+    /// The project's `vision_model`, which `describe_image` asks; `None` = not configured.
+    pub vision: Option<image::VisionModel>,
+}
+
+impl Default for ToolServices {
+    /// The process-wide HTTP client (installs the rustls crypto provider on first use) and no
+    /// vision model.
+    fn default() -> Self {
+        ToolServices {
+            http: image::shared_http_client(),
+            vision: None,
+        }
+    }
+}
 
 /// Builds a tool from its definition and the session's services.
 pub type ToolFactory = fn(ToolDefinitionConfig, &ToolServices) -> Arc<dyn Tool>;
@@ -165,6 +183,9 @@ pub type ToolFactory = fn(ToolDefinitionConfig, &ToolServices) -> Arc<dyn Tool>;
 /// The factory for a built-in tool name, or `None` for names this build does not know
 /// (such config entries are skipped: neither offered nor executable).
 pub fn builtin_factory(name: &str) -> Option<ToolFactory> {
-    let _ = name;
-    None
+    match name {
+        "read_image" => Some(image::read_image::factory as ToolFactory),
+        "describe_image" => Some(image::describe_image::factory as ToolFactory),
+        _ => None,
+    }
 }

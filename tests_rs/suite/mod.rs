@@ -1,1 +1,3 @@
 //! Integration suites.
+
+mod images;

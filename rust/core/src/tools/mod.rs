@@ -160,18 +160,18 @@ pub trait Tool: Send + Sync {
 /// Shared facilities tools are built with (one set per session).
 #[derive(Clone)]
 pub struct ToolServices {
-    /// HTTP client for downloads (image URLs); clones share one connection pool.
+    /// HTTP client for downloads (image URLs); see `image::default_http_client`.
     pub http: reqwest::Client,
     /// The project's `vision_model`, which `describe_image` asks; `None` = not configured.
     pub vision: Option<image::VisionModel>,
 }
 
 impl Default for ToolServices {
-    /// The process-wide HTTP client (installs the rustls crypto provider on first use) and no
-    /// vision model.
+    /// The process's HTTP client (built on first use, installing the rustls crypto provider)
+    /// and no vision model.
     fn default() -> Self {
         ToolServices {
-            http: image::shared_http_client(),
+            http: image::default_http_client(),
             vision: None,
         }
     }

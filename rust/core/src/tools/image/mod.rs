@@ -9,7 +9,7 @@
 //! project's [`VisionModel`] and streams the answer back as its own output. Failures are
 //! `failed` results the model reads, never tool errors.
 //!
-//! The module also owns the process-wide HTTP client ([`shared_http_client`]) that
+//! The module also builds the HTTP client ([`default_http_client`]) that
 //! `ToolServices::default()` hands to tools.
 
 pub mod describe_image;
@@ -51,20 +51,29 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// The process-wide HTTP client: built once (loading the system's root certificates), then
-/// cloned, which shares one connection pool.
+/// The HTTP client of the tools: built once per process (a clone is a handle to it).
+///
+/// Building a client loads and parses the system's root certificates (~85 ms in a debug
+/// build), too slow to repeat on a tokio worker for every session. One client is shared
+/// instead, and it keeps no idle connections: a pooled connection belongs to the tokio runtime
+/// that opened it and breaks when another runtime (tests, embedders) reuses it, while an image
+/// download gains nothing from keep-alive.
 ///
 /// When the system has no usable root certificates the client is built without them: plain
 /// `http://` still works and `https://` downloads fail with a certificate error the model
 /// reads, instead of the harness refusing to start.
-pub fn shared_http_client() -> reqwest::Client {
+pub fn default_http_client() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(build_http_client).clone()
 }
 
 fn build_http_client() -> reqwest::Client {
     install_crypto_provider();
-    let builder = || reqwest::Client::builder().user_agent(USER_AGENT);
+    let builder = || {
+        reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .pool_max_idle_per_host(0)
+    };
     builder()
         .build()
         .or_else(|_| builder().tls_certs_only(Vec::new()).build())

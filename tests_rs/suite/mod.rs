@@ -1,5 +1,6 @@
 //! Integration suites.
 mod engine;
+mod images;
 mod llm_anthropic;
 mod llm_failures;
 mod llm_fixtures;

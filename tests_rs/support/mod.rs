@@ -1,12 +1,15 @@
 //! Test support shared by the integration suite: a scripted model server speaking HTTP/1.1 +
-//! SSE on 127.0.0.1, builders for provider-format SSE bodies, and temporary directories.
+//! SSE on 127.0.0.1, a file server for download tests, builders for provider-format SSE
+//! bodies, and temporary directories.
 
 pub mod agent;
 pub mod llm;
+pub mod file_server;
 pub mod model_server;
 pub mod sse;
 pub mod tempdir;
 
+pub use file_server::{FileServer, Framing, Resource};
 pub use model_server::{RecordedRequest, Reply, ScriptedServer};
 pub use tempdir::TempDir;
 

@@ -6,6 +6,8 @@
 //! [`ToolError`]. Framing, truncation, timeouts, stop-reason priority and the final
 //! `tool_call_output` belong to the Environment (`crate::environment`), never to the tool.
 
+pub mod image;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -158,10 +160,26 @@ pub trait Tool: Send + Sync {
 }
 
 /// Shared facilities tools are built with (one set per session).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ToolServices {
     /// The session's command sessions, shared by `exec_command` and `input_command`.
     pub commands: Arc<exec::CommandSessionManager>,
+    /// HTTP client for downloads (image URLs); see `image::default_http_client`.
+    pub http: reqwest::Client,
+    /// The project's `vision_model`, which `describe_image` asks; `None` = not configured.
+    pub vision: Option<image::VisionModel>,
+}
+
+impl Default for ToolServices {
+    /// The process's HTTP client (built on first use, installing the rustls crypto provider)
+    /// and no vision model.
+    fn default() -> Self {
+        ToolServices {
+            commands: Arc::default(),
+            http: image::default_http_client(),
+            vision: None,
+        }
+    }
 }
 
 /// Builds a tool from its definition and the session's services.
@@ -173,6 +191,8 @@ pub fn builtin_factory(name: &str) -> Option<ToolFactory> {
     match name {
         "exec_command" => Some(exec::exec_command_factory),
         "input_command" => Some(exec::input_command_factory),
+        "read_image" => Some(image::read_image::factory as ToolFactory),
+        "describe_image" => Some(image::describe_image::factory as ToolFactory),
         _ => None,
     }
 }

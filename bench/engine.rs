@@ -28,7 +28,11 @@ fn cpu_seconds() -> f64 {
 }
 
 fn main() {
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start a runtime: {e}");
@@ -36,22 +40,31 @@ fn main() {
         }
     };
     rt.block_on(async {
-        let mut replies: Vec<Reply> =
-            (0..TURNS).map(|i| Reply::sse(openai::exec(&format!("call_{i}"), "true"))).collect();
+        let mut replies: Vec<Reply> = (0..TURNS)
+            .map(|i| Reply::sse(openai::exec(&format!("call_{i}"), "true")))
+            .collect();
         replies.push(Reply::sse(openai::text("all done")));
         let server = ScriptedServer::start(replies).await;
         let agent = TestAgent::new();
         let session = agent.session(ClientType::OpenAiChat, &server.openai_base_url());
         let cpu0 = cpu_seconds();
         let t0 = Instant::now();
-        let stream = run_task(&session, "run true 200 times", Some(Arc::new(FixedApprover(Decision::Allow)))).await;
+        let stream = run_task(
+            &session,
+            "run true 200 times",
+            Some(Arc::new(FixedApprover(Decision::Allow))),
+        )
+        .await;
         let wall = t0.elapsed().as_secs_f64();
         let cpu = cpu_seconds() - cpu0;
         let requests = stream
             .iter()
             .filter(|m| matches!(m.event(), Some(EventPayload::RequestEnd(_))))
             .count();
-        println!("engine: {requests} requests, {TURNS} exec_command turns, {} messages streamed", stream.len());
+        println!(
+            "engine: {requests} requests, {TURNS} exec_command turns, {} messages streamed",
+            stream.len()
+        );
         println!(
             "engine: wall {:.3} s total, {:.2} ms/turn; harness CPU {:.3} s total, {:.2} ms/turn",
             wall,

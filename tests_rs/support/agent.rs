@@ -36,12 +36,18 @@ impl TestAgent {
     pub fn with_config(yaml: &str) -> Self {
         let root = TempDir::new("root");
         let workspace = TempDir::new("ws");
-        let state = root.path().join("default_project/agents/default_agent/agent_state");
+        let state = root
+            .path()
+            .join("default_project/agents/default_agent/agent_state");
         std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(state.join("system_config.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
         let agent = Agent::open(Some(root.path()), "default_project", "default_agent")
             .unwrap_or_else(|e| panic!("open agent: {e}"));
-        TestAgent { root, workspace, agent }
+        TestAgent {
+            root,
+            workspace,
+            agent,
+        }
     }
 
     /// An agent with [`system_yaml`]`(-1, 30_000)`.
@@ -87,7 +93,13 @@ pub async fn run_with(
     approver: Option<Arc<dyn Approver>>,
 ) -> Vec<OmniMessage> {
     session
-        .run(input, RunOptions { approver, thinking: None })
+        .run(
+            input,
+            RunOptions {
+                approver,
+                thinking: None,
+            },
+        )
         .unwrap_or_else(|e| panic!("run: {e}"))
         .collect()
         .await
@@ -103,11 +115,17 @@ pub fn trace_of(session: &Session) -> Vec<OmniMessage> {
 pub fn assert_trace_is_stream(session: &Session, prefix: &[OmniMessage], stream: &[OmniMessage]) {
     let mut expected: Vec<String> = prefix.iter().map(OmniMessage::to_json_line).collect();
     expected.extend(
-        stream.iter().filter(|m| !is_partial_payload(m) && !m.has_origin()).map(OmniMessage::to_json_line),
+        stream
+            .iter()
+            .filter(|m| !is_partial_payload(m) && !m.has_origin())
+            .map(OmniMessage::to_json_line),
     );
     let text = std::fs::read_to_string(session.trace_path()).unwrap_or_else(|e| panic!("{e}"));
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines, expected.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        lines,
+        expected.iter().map(String::as_str).collect::<Vec<_>>()
+    );
 }
 
 /// Compact names for the non-partial messages of a stream, to compare sequences.
@@ -121,7 +139,9 @@ pub fn kinds(stream: &[OmniMessage]) -> Vec<String> {
                 ModelPayload::Text(x) => format!("text:{}", x.text),
                 ModelPayload::Thinking(x) => format!("thinking:{}", x.thinking),
                 ModelPayload::ToolCall(x) => format!("call:{}", x.tool_call_id),
-                ModelPayload::ToolCallOutput(x) => format!("out:{}:{}", x.tool_call_id, x.stop_reason),
+                ModelPayload::ToolCallOutput(x) => {
+                    format!("out:{}:{}", x.tool_call_id, x.stop_reason)
+                }
                 other => format!("{other:?}"),
             },
             Body::Event(e) => match e {
@@ -132,7 +152,9 @@ pub fn kinds(stream: &[OmniMessage]) -> Vec<String> {
                     r.attempt.map(|a| format!(":a{a}")).unwrap_or_default(),
                     r.retry_in_ms.map(|a| format!(":r{a}")).unwrap_or_default()
                 ),
-                EventPayload::ApprovalDecision(d) => format!("decide:{}:{}", d.tool_call_id, d.decision.as_str()),
+                EventPayload::ApprovalDecision(d) => {
+                    format!("decide:{}:{}", d.tool_call_id, d.decision.as_str())
+                }
                 EventPayload::TokenUsage(_) => "usage".into(),
                 EventPayload::Abort(a) => format!("abort:{}", a.reason.clone().unwrap_or_default()),
                 EventPayload::Subagent(s) => format!("subagent:{}", s.session_id),
@@ -144,5 +166,9 @@ pub fn kinds(stream: &[OmniMessage]) -> Vec<String> {
 
 /// The complete tool output for `id` in a stream.
 pub fn output_of(stream: &[OmniMessage], id: &str) -> Option<String> {
-    stream.iter().filter_map(|m| m.as_tool_call_output()).find(|o| o.tool_call_id == id).map(|o| o.output.clone())
+    stream
+        .iter()
+        .filter_map(|m| m.as_tool_call_output())
+        .find(|o| o.tool_call_id == id)
+        .map(|o| o.output.clone())
 }

@@ -3,8 +3,8 @@
 //! bodies, and temporary directories.
 
 pub mod agent;
-pub mod llm;
 pub mod file_server;
+pub mod llm;
 pub mod model_server;
 pub mod sse;
 pub mod tempdir;
@@ -19,7 +19,9 @@ pub async fn process_gone(pid: i32) -> bool {
     for _ in 0..60 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         // The state is the first field after the parenthesized command name.
-        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
         if matches!(state, None | Some('Z') | Some('X')) {
             return true;
         }

@@ -27,6 +27,7 @@ use crate::error::HarnessError;
 use crate::llm::{ClientOptions, ModelClient, ThinkingLevel, build_client};
 use crate::protocol::{ContextWindow, OmniMessage, SessionMeta, SessionSource, ToolSpec};
 use crate::tools::ToolServices;
+use crate::tools::image::VisionModel;
 use crate::trace::TraceWriter;
 pub use paths::{AgentPaths, DEFAULT_AGENT, DEFAULT_PROJECT, default_root, new_session_id};
 
@@ -231,7 +232,10 @@ impl Agent {
                 },
             )?,
         };
-        let services = ToolServices::default();
+        let services = ToolServices {
+            vision: self.vision_model(&model)?,
+            ..ToolServices::default()
+        };
         let env = Arc::new(Environment::new(
             &workspace,
             self.system.tool_definitions(),
@@ -260,6 +264,36 @@ impl Agent {
             state,
         );
         Ok(Session::new(meta, trace_path, engine, env, trace))
+    }
+
+    /// The describer for `describe_image`: the project's `vision_model`, built only for a
+    /// text-only session model. A configured reference that does not resolve is an error, so a
+    /// typo does not silently disable image descriptions.
+    fn vision_model(
+        &self,
+        session_model: &ModelEntry,
+    ) -> Result<Option<VisionModel>, HarnessError> {
+        let Some(r) = self
+            .project
+            .vision_model
+            .as_ref()
+            .filter(|_| !session_model.vision)
+        else {
+            return Ok(None);
+        };
+        let entry = self.project.resolve(Some(&r.provider), Some(&r.model_id))?;
+        let client = build_client(
+            &entry,
+            ClientOptions {
+                idle_timeout: std::time::Duration::from_millis(self.system.model.timeout_ms),
+                http: None,
+            },
+        )?;
+        Ok(Some(VisionModel {
+            client,
+            provider: entry.provider,
+            model_id: entry.model_id,
+        }))
     }
 
     /// The trace files of a session, lowest index first.

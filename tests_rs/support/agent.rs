@@ -34,7 +34,19 @@ pub fn system_yaml(max_turns: i64, idle_timeout_ms: u64) -> String {
 impl TestAgent {
     /// An agent whose `system_config.yaml` is `yaml`.
     pub fn with_config(yaml: &str) -> Self {
+        Self::with_files(yaml, None)
+    }
+
+    /// An agent whose `system_config.yaml` is `yaml` and, when given, whose project's
+    /// `.project_config.toml` is `project_toml`.
+    pub fn with_files(yaml: &str, project_toml: Option<&str>) -> Self {
         let root = TempDir::new("root");
+        if let Some(toml) = project_toml {
+            let dir = root.path().join("default_project");
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(dir.join(".project_config.toml"), toml)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
         let workspace = TempDir::new("ws");
         let state = root
             .path()
@@ -57,10 +69,21 @@ impl TestAgent {
 
     /// A session on an inline model served at `base_url`.
     pub fn session(&self, client_type: ClientType, base_url: &str) -> Session {
+        self.session_with(client_type, base_url, |_| {})
+    }
+
+    /// Like [`TestAgent::session`], with the model entry adjusted by `tweak`.
+    pub fn session_with(
+        &self,
+        client_type: ClientType,
+        base_url: &str,
+        tweak: impl FnOnce(&mut ModelEntry),
+    ) -> Session {
         let mut model = ModelEntry::new("scripted", "scripted-model");
         model.client_type = client_type;
         model.base_url = Some(base_url.to_owned());
         model.api_key = Some("sk-test-secret".to_owned());
+        tweak(&mut model);
         self.agent
             .create_session(SessionOptions {
                 workspace_dir: Some(self.workspace.path().to_path_buf()),

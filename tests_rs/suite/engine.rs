@@ -235,7 +235,12 @@ impl Approver for Raising {
 
 #[tokio::test]
 async fn denied_unapproved_and_failing_approvals_feed_back_the_denial() {
-    let cases: Vec<(&str, Option<Arc<dyn Approver>>, Option<&str>)> = vec![
+    type Case = (
+        &'static str,
+        Option<Arc<dyn Approver>>,
+        Option<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
         ("deny", Some(Arc::new(FixedApprover(Decision::Deny))), None),
         ("no callback", None, None),
         (

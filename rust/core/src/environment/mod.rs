@@ -101,7 +101,11 @@ impl Environment {
     }
 
     /// Releases the session's background work (command sessions, subagents). Idempotent.
-    pub fn dispose(&self) {}
+    pub fn dispose(&self) {
+        if let Some(subagents) = &self.services.subagents {
+            subagents.dispose();
+        }
+    }
 
     /// What the model is offered: `{name, description, parameters}` per tool, config order.
     pub fn list_tools(&self) -> Vec<ToolSpec> {

@@ -18,6 +18,8 @@ use crate::approval::Approver;
 use crate::config::ToolDefinitionConfig;
 use crate::protocol::{OmniMessage, StopReason};
 
+pub mod subagent;
+
 /// What a tool streams while it runs.
 #[derive(Debug)]
 pub enum ToolEmission {
@@ -157,7 +159,19 @@ pub trait Tool: Send + Sync {
 
 /// Shared facilities tools are built with (one set per session).
 #[derive(Clone, Default)]
-pub struct ToolServices {}
+pub struct ToolServices {
+    /// The session's subagents, shared by `run_subagent` and `input_subagent`; `None` where
+    /// no session hosts the tools (they then explain that they are unavailable).
+    pub subagents: Option<Arc<subagent::SubagentManager>>,
+}
+
+impl ToolServices {
+    /// These services with the session's subagent manager.
+    pub fn with_subagents(mut self, manager: Arc<subagent::SubagentManager>) -> Self {
+        self.subagents = Some(manager);
+        self
+    }
+}
 
 /// Builds a tool from its definition and the session's services.
 pub type ToolFactory = fn(ToolDefinitionConfig, &ToolServices) -> Arc<dyn Tool>;
@@ -165,6 +179,9 @@ pub type ToolFactory = fn(ToolDefinitionConfig, &ToolServices) -> Arc<dyn Tool>;
 /// The factory for a built-in tool name, or `None` for names this build does not know
 /// (such config entries are skipped: neither offered nor executable).
 pub fn builtin_factory(name: &str) -> Option<ToolFactory> {
-    let _ = name;
-    None
+    match name {
+        subagent::RUN_SUBAGENT => Some(subagent::run_subagent_factory),
+        subagent::INPUT_SUBAGENT => Some(subagent::input_subagent_factory),
+        _ => None,
+    }
 }

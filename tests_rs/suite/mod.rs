@@ -1,1 +1,2 @@
 //! Integration suites.
+mod exec;

@@ -100,8 +100,11 @@ impl Environment {
         &self.services
     }
 
-    /// Releases the session's background work (command sessions, subagents). Idempotent.
+    /// Ends the Environment's background work: kills every command session (registered or
+    /// still inside a call) and every subagent, and refuses new ones. The session calls it
+    /// when it is disposed. Idempotent.
     pub fn dispose(&self) {
+        self.services.commands.dispose();
         if let Some(subagents) = &self.services.subagents {
             subagents.dispose();
         }

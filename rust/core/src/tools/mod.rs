@@ -18,6 +18,7 @@ use crate::approval::Approver;
 use crate::config::ToolDefinitionConfig;
 use crate::protocol::{OmniMessage, StopReason};
 
+pub mod exec;
 pub mod subagent;
 
 /// What a tool streams while it runs.
@@ -160,6 +161,8 @@ pub trait Tool: Send + Sync {
 /// Shared facilities tools are built with (one set per session).
 #[derive(Clone, Default)]
 pub struct ToolServices {
+    /// The session's command sessions, shared by `exec_command` and `input_command`.
+    pub commands: Arc<exec::CommandSessionManager>,
     /// The session's subagents, shared by `run_subagent` and `input_subagent`; `None` where
     /// no session hosts the tools (they then explain that they are unavailable).
     pub subagents: Option<Arc<subagent::SubagentManager>>,
@@ -180,6 +183,8 @@ pub type ToolFactory = fn(ToolDefinitionConfig, &ToolServices) -> Arc<dyn Tool>;
 /// (such config entries are skipped: neither offered nor executable).
 pub fn builtin_factory(name: &str) -> Option<ToolFactory> {
     match name {
+        "exec_command" => Some(exec::exec_command_factory),
+        "input_command" => Some(exec::input_command_factory),
         subagent::RUN_SUBAGENT => Some(subagent::run_subagent_factory),
         subagent::INPUT_SUBAGENT => Some(subagent::input_subagent_factory),
         _ => None,

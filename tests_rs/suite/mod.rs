@@ -4,3 +4,4 @@ mod llm_anthropic;
 mod llm_failures;
 mod llm_fixtures;
 mod llm_openai;
+mod subagent;

@@ -202,6 +202,11 @@ impl Tool for RunSubagent {
         if ctx.cancel.is_cancelled() {
             return Ok(ToolResult::aborted());
         }
+        if manager.is_disposed() {
+            return Ok(ToolResult::failed(run_error_text(
+                &SpawnError::Disposed.to_string(),
+            )));
+        }
         if !manager.make_room() {
             return Ok(ToolResult::failed(TOO_MANY_TEXT));
         }

@@ -29,7 +29,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalError, Approver, Decision};
 use crate::engine::RunOptions;
-use crate::error::HarnessError;
 use crate::protocol::{self, Body, EventPayload, EventType, ModelPayload, OmniMessage, StopReason};
 use crate::session::Session;
 use crate::tools::ToolResult;
@@ -81,9 +80,6 @@ pub enum StartError {
     /// A round is in progress.
     #[error("subagent is still running")]
     Running,
-    /// The child session refused the run.
-    #[error(transparent)]
-    Run(#[from] HarnessError),
 }
 
 /// Unread text with a cap in characters; the oldest text goes first, counted for the marker.
@@ -252,7 +248,8 @@ impl ChildSession {
     }
 
     /// Starts a round with `prompt` as the child's new user text; the round runs on its own
-    /// task and is observed through the buffers and [`ChildSession::running`].
+    /// task and is observed through the buffers and [`ChildSession::running`]. A run the child
+    /// session refuses ends the round at once, failed with `[subagent error: <msg>]`.
     pub fn start_run(self: &Arc<Self>, prompt: &str) -> Result<(), StartError> {
         {
             let mut st = self.lock();
@@ -289,9 +286,16 @@ impl ChildSession {
                 Ok(())
             }
             Err(e) => {
-                self.lock().running = false;
+                {
+                    let mut st = self.lock();
+                    st.running = false;
+                    st.exit = Some(RoundExit {
+                        status: StopReason::Failed,
+                        note: Some(error_note(&e.to_string())),
+                    });
+                }
                 self.notify();
-                Err(StartError::Run(e))
+                Ok(())
             }
         }
     }

@@ -962,3 +962,47 @@ fn the_yield_clamp() {
         );
     }
 }
+
+#[tokio::test]
+async fn rounds_start_only_on_a_live_idle_child_and_a_refused_run_is_a_subagent_error() {
+    let fx = fixture();
+    let gate = Arc::new(Semaphore::new(0));
+    fx.model
+        .script("held", vec![vec![Step::Wait(gate.clone())]]);
+    let child = ChildSession::new(fx.session());
+    child.start_run("held").unwrap();
+    assert!(child.running());
+    assert!(matches!(
+        child.start_run("again"),
+        Err(session::StartError::Running)
+    ));
+    child.kill();
+    assert!(child.wait_idle(std::time::Duration::from_secs(5)).await);
+    assert!(matches!(
+        child.start_run("again"),
+        Err(session::StartError::Killed)
+    ));
+    assert_eq!(
+        child.exit(),
+        Some(RoundExit {
+            status: StopReason::Failed,
+            note: Some("[subagent aborted: aborted by user]".into()),
+        })
+    );
+
+    let disposed = fx.session();
+    disposed.dispose().await;
+    let child = ChildSession::new(disposed.clone());
+    child.start_run("anything").unwrap();
+    assert!(!child.running());
+    assert_eq!(
+        child.exit(),
+        Some(RoundExit {
+            status: StopReason::Failed,
+            note: Some(format!(
+                "[subagent error: session {} has been disposed]",
+                disposed.id()
+            )),
+        })
+    );
+}

@@ -1,8 +1,10 @@
 //! Integration suites.
 mod engine;
+mod exec;
 mod images;
 mod llm_anthropic;
 mod llm_failures;
 mod llm_fixtures;
 mod llm_openai;
+mod subagent;
 mod vision;

@@ -46,6 +46,14 @@ pub enum HarnessError {
     /// The session was disposed.
     #[error("session {0} has been disposed")]
     Disposed(String),
+    /// A run's task ended abnormally (a panic inside the loop).
+    #[error("session {session_id}: the run failed unexpectedly: {message}")]
+    RunFailed {
+        /// The session.
+        session_id: String,
+        /// The panic message.
+        message: String,
+    },
     /// Called outside a tokio runtime.
     #[error("no async runtime is running: {0}")]
     NoRuntime(String),

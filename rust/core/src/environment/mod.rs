@@ -101,10 +101,13 @@ impl Environment {
     }
 
     /// Ends the Environment's background work: kills every command session (registered or
-    /// still inside a call) and refuses new ones. The engine calls it when its session is
-    /// disposed. Idempotent.
+    /// still inside a call) and every subagent, and refuses new ones. The session calls it
+    /// when it is disposed. Idempotent.
     pub fn dispose(&self) {
         self.services.commands.dispose();
+        if let Some(subagents) = &self.services.subagents {
+            subagents.dispose();
+        }
     }
 
     /// What the model is offered: `{name, description, parameters}` per tool, config order.

@@ -28,6 +28,10 @@ use crate::llm::{ClientOptions, ModelClient, ThinkingLevel, build_client};
 use crate::protocol::{ContextWindow, OmniMessage, SessionMeta, SessionSource, ToolSpec};
 use crate::tools::ToolServices;
 use crate::tools::image::VisionModel;
+use crate::tools::subagent::{
+    KILL_WAIT as SUBAGENT_KILL_WAIT, MAX_SUBAGENT_DEPTH, SpawnContext, SubagentManager,
+    is_subagent_tool,
+};
 use crate::trace::TraceWriter;
 pub use paths::{AgentPaths, DEFAULT_AGENT, DEFAULT_PROJECT, default_root, new_session_id};
 
@@ -61,6 +65,9 @@ pub struct SessionOptions {
     pub source: Option<SessionSource>,
     /// A ready model client (embedders and tests); `None` builds one from the model entry.
     pub client: Option<Arc<dyn ModelClient>>,
+    /// Nesting depth: 0 for a top-level session, 1 for a subagent. Sessions at
+    /// [`MAX_SUBAGENT_DEPTH`] are not offered `run_subagent`/`input_subagent`.
+    pub depth: u32,
 }
 
 impl Agent {
@@ -232,13 +239,28 @@ impl Agent {
                 },
             )?,
         };
+        let thinking = opts
+            .thinking_level
+            .unwrap_or(self.system.model.thinking_level);
+        let mut definitions = self.system.tool_definitions();
+        if opts.depth >= MAX_SUBAGENT_DEPTH {
+            definitions.retain(|d| !is_subagent_tool(&d.name));
+        }
         let services = ToolServices {
             vision: self.vision_model(&model)?,
             ..ToolServices::default()
-        };
+        }
+        .with_subagents(Arc::new(SubagentManager::new(SpawnContext {
+            agent: self.clone(),
+            model: model.clone(),
+            client: client.clone(),
+            workspace: workspace.clone(),
+            thinking,
+            depth: opts.depth,
+        })));
         let env = Arc::new(Environment::new(
             &workspace,
-            self.system.tool_definitions(),
+            definitions,
             model.vision,
             services,
         ));
@@ -248,10 +270,7 @@ impl Agent {
             reconnect: self.system.reconnect.clone(),
             max_tokens: model.max_tokens.unwrap_or(self.system.model.max_tokens),
             context_window: model.context_window,
-            default_thinking: Some(
-                opts.thinking_level
-                    .unwrap_or(self.system.model.thinking_level),
-            ),
+            default_thinking: Some(thinking),
         };
         let pending_meta =
             first_run_emits_meta.then(|| crate::protocol::session_meta(meta.clone()));
@@ -522,6 +541,7 @@ impl Session {
             rx,
             cancel,
             task: Some(task),
+            session_id: self.id().to_owned(),
         })
     }
 
@@ -531,11 +551,14 @@ impl Session {
         self.inner.engine.lock().await.state().clone()
     }
 
-    /// Kills background work (command sessions, subagents) and flushes the trace. Later runs
-    /// fail with [`HarnessError::Disposed`].
+    /// Kills background work (command sessions, subagents), waits for the subagents to wind
+    /// down and flushes the trace. Later runs fail with [`HarnessError::Disposed`].
     pub async fn dispose(&self) {
         self.inner.disposed.store(true, Ordering::SeqCst);
         self.inner.env.dispose();
+        if let Some(subagents) = &self.inner.env.services().subagents {
+            subagents.wait_children(SUBAGENT_KILL_WAIT).await;
+        }
         self.inner.trace.flush().await;
     }
 }
@@ -556,6 +579,7 @@ pub struct RunHandle {
     rx: mpsc::Receiver<OmniMessage>,
     cancel: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
+    session_id: String,
 }
 
 impl RunHandle {
@@ -583,6 +607,25 @@ impl RunHandle {
         self.cancel.clone()
     }
 
+    /// Waits for the run's task to end (call it once [`RunHandle::next`] returned `None`);
+    /// a task that panicked is reported as [`HarnessError::RunFailed`].
+    pub async fn finish(mut self) -> Result<(), HarnessError> {
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match task.await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(HarnessError::RunFailed {
+                session_id: std::mem::take(&mut self.session_id),
+                message: if e.is_panic() {
+                    panic_text(e.into_panic())
+                } else {
+                    "the run's task was cancelled".to_owned()
+                },
+            }),
+        }
+    }
+
     /// Collects every remaining message and waits for the run to end.
     pub async fn collect(mut self) -> Vec<OmniMessage> {
         let mut out = Vec::new();
@@ -599,5 +642,15 @@ impl RunHandle {
 impl Drop for RunHandle {
     fn drop(&mut self) {
         self.cancel.cancel();
+    }
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_owned()
     }
 }

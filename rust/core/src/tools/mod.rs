@@ -21,6 +21,7 @@ use crate::config::ToolDefinitionConfig;
 use crate::protocol::{OmniMessage, StopReason};
 
 pub mod exec;
+pub mod subagent;
 
 /// What a tool streams while it runs.
 #[derive(Debug)]
@@ -168,17 +169,29 @@ pub struct ToolServices {
     pub http: reqwest::Client,
     /// The project's `vision_model`, which `describe_image` asks; `None` = not configured.
     pub vision: Option<image::VisionModel>,
+    /// The session's subagents, shared by `run_subagent` and `input_subagent`; `None` where
+    /// no session hosts the tools (they then explain that they are unavailable).
+    pub subagents: Option<Arc<subagent::SubagentManager>>,
 }
 
 impl Default for ToolServices {
-    /// The process's HTTP client (built on first use, installing the rustls crypto provider)
-    /// and no vision model.
+    /// Fresh command sessions, the process's HTTP client (built on first use, installing the
+    /// rustls crypto provider), no vision model and no subagents.
     fn default() -> Self {
         ToolServices {
             commands: Arc::default(),
             http: image::default_http_client(),
             vision: None,
+            subagents: None,
         }
+    }
+}
+
+impl ToolServices {
+    /// These services with the session's subagent manager.
+    pub fn with_subagents(mut self, manager: Arc<subagent::SubagentManager>) -> Self {
+        self.subagents = Some(manager);
+        self
     }
 }
 
@@ -193,6 +206,8 @@ pub fn builtin_factory(name: &str) -> Option<ToolFactory> {
         "input_command" => Some(exec::input_command_factory),
         "read_image" => Some(image::read_image::factory as ToolFactory),
         "describe_image" => Some(image::describe_image::factory as ToolFactory),
+        subagent::RUN_SUBAGENT => Some(subagent::run_subagent_factory),
+        subagent::INPUT_SUBAGENT => Some(subagent::input_subagent_factory),
         _ => None,
     }
 }

@@ -22,7 +22,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::Duration;
 
@@ -117,7 +117,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug, Default)]
 struct OutputState {
     buffer: CappedBuffer,
-    /// Bytes the reader has taken out of the pipe (and appended, decoded, to the buffer).
+    /// Bytes whose decoded text has been appended to the buffer.
     bytes_read: u64,
     /// The reader saw end of file (every writer closed the pipe or the pty hung up).
     eof: bool,
@@ -127,6 +127,9 @@ struct OutputState {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<OutputState>,
+    /// Bytes the reader has taken out of the kernel, counted the moment `read` returns (before
+    /// decoding), so bytes being decoded are never invisible to the post-exit drain.
+    taken: AtomicU64,
     /// Bumped on every change of `state`; collectors wait on it.
     wake: watch::Sender<u64>,
 }
@@ -333,10 +336,13 @@ impl CommandSession {
             }
         }
         // Phase two: the shell exited. Drain what it wrote: until EOF, or until the pipe is
-        // quiet for the rest of POST_EXIT_DRAIN and the bytes that were already in the kernel
-        // when we got here have been read.
+        // quiet for the rest of POST_EXIT_DRAIN and every byte that was already written when we
+        // got here (in the kernel, or taken by the reader and still being decoded) is in the
+        // buffer. The kernel is asked first: a byte moving in between is then counted twice
+        // (a longer wait, bounded by POST_EXIT_DRAIN_MAX), never missed.
         let started = Instant::now();
-        let target = lock(&self.shared.state).bytes_read + self.probe.pending_bytes();
+        let in_kernel = self.probe.pending_bytes();
+        let target = self.shared.taken.load(Ordering::SeqCst) + in_kernel;
         let soft = started + POST_EXIT_DRAIN;
         let hard = started + POST_EXIT_DRAIN_MAX;
         loop {
@@ -432,6 +438,7 @@ fn start(
     let (wake, _) = watch::channel(0u64);
     let shared = Arc::new(Shared {
         state: Mutex::new(OutputState::default()),
+        taken: AtomicU64::new(0),
         wake,
     });
     let (gate, reap_wait) = reap_gate();
@@ -482,6 +489,7 @@ fn start_reader(mut src: Box<dyn Read + Send>, shared: Arc<Shared>) -> io::Resul
                 match src.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
+                        shared.taken.fetch_add(n as u64, Ordering::SeqCst);
                         let text = decoder.decode(buf.get(..n).unwrap_or_default());
                         shared.update(|st| {
                             st.buffer.append(text);

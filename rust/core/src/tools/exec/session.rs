@@ -443,6 +443,8 @@ fn start(
     });
     let (gate, reap_wait) = reap_gate();
     if let Err(e) = start_waiter(pid, shared.clone(), reap_wait) {
+        // No thread to own the exit: kill and reap here. The wait is for a SIGKILLed process,
+        // so it is short even though it blocks (this path only runs out of threads).
         signal_group(pid, Signal::SIGKILL);
         group::reap(pid);
         return Err(SpawnError::Thread(e));

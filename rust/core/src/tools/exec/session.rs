@@ -288,9 +288,13 @@ impl CommandSession {
         terminate_group(self.pid, gate);
     }
 
-    /// Kills the group with SIGKILL at once (used when the manager is dropped).
+    /// Kills the group with SIGKILL at once (used when the manager is dropped). A session whose
+    /// kill already started is left to it: its SIGKILL is already scheduled, and once that has
+    /// run the group id may belong to someone else.
     pub fn kill_now(&self) {
-        self.killed.store(true, Ordering::SeqCst);
+        if self.killed.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let gate = lock(&self.gate).take();
         kill_group_now(self.pid, gate);
     }

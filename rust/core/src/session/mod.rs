@@ -618,7 +618,7 @@ impl RunHandle {
             Err(e) => Err(HarnessError::RunFailed {
                 session_id: std::mem::take(&mut self.session_id),
                 message: if e.is_panic() {
-                    panic_text(e.into_panic())
+                    crate::environment::panic_message(e.into_panic())
                 } else {
                     "the run's task was cancelled".to_owned()
                 },
@@ -642,15 +642,5 @@ impl RunHandle {
 impl Drop for RunHandle {
     fn drop(&mut self) {
         self.cancel.cancel();
-    }
-}
-
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".to_owned()
     }
 }

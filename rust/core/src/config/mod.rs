@@ -172,6 +172,36 @@ mod tests {
     }
 
     #[test]
+    fn models_are_added_replaced_and_removed_with_their_references() {
+        let mut cfg = ProjectConfig::default();
+        assert!(!cfg.upsert_model(ModelEntry::new("a", "1"), false));
+        assert!(!cfg.upsert_model(ModelEntry::new("b", "2"), true));
+        let mut replacement = ModelEntry::new("a", "1");
+        replacement.context_window = Some(8192);
+        assert!(cfg.upsert_model(replacement, false));
+        assert_eq!(cfg.models.len(), 2);
+        assert_eq!(cfg.models[0].context_window, Some(8192));
+        assert_eq!(
+            cfg.default_model,
+            Some(ModelRef {
+                provider: "b".into(),
+                model_id: "2".into()
+            })
+        );
+        cfg.vision_model = Some(ModelRef {
+            provider: "b".into(),
+            model_id: "2".into(),
+        });
+        assert!(cfg.remove_model("b", "2"));
+        assert!(!cfg.remove_model("b", "2"));
+        assert_eq!(
+            (cfg.default_model.clone(), cfg.vision_model.clone()),
+            (None, None)
+        );
+        assert_eq!(cfg.models.len(), 1);
+    }
+
+    #[test]
     fn anthropic_alias_and_unknown_client_type() {
         let cfg = ProjectConfig::from_toml(
             "[[models]]\nprovider = \"anthropic\"\nmodel_id = \"c\"\nclient_type = \"ant-messages\"\n",

@@ -187,6 +187,50 @@ impl ProjectConfig {
         super::write_private_file(path, text.as_bytes())
     }
 
+    /// Adds `entry`, replacing an entry with the same (provider, model_id); with
+    /// `set_default` it also becomes the default model. Returns whether an entry was replaced.
+    pub fn upsert_model(&mut self, entry: ModelEntry, set_default: bool) -> bool {
+        if set_default {
+            self.default_model = Some(ModelRef {
+                provider: entry.provider.clone(),
+                model_id: entry.model_id.clone(),
+            });
+        }
+        match self
+            .models
+            .iter_mut()
+            .find(|m| m.provider == entry.provider && m.model_id == entry.model_id)
+        {
+            Some(existing) => {
+                *existing = entry;
+                true
+            }
+            None => {
+                self.models.push(entry);
+                false
+            }
+        }
+    }
+
+    /// Removes the entry (provider, model_id) and any default/vision reference to it.
+    /// Returns whether it existed.
+    pub fn remove_model(&mut self, provider: &str, model_id: &str) -> bool {
+        let before = self.models.len();
+        self.models
+            .retain(|m| !(m.provider == provider && m.model_id == model_id));
+        let is_it = |r: &Option<ModelRef>| {
+            r.as_ref()
+                .is_some_and(|r| r.provider == provider && r.model_id == model_id)
+        };
+        if is_it(&self.default_model) {
+            self.default_model = None;
+        }
+        if is_it(&self.vision_model) {
+            self.vision_model = None;
+        }
+        self.models.len() != before
+    }
+
     /// Finds an entry by reference.
     pub fn find(&self, provider: &str, model_id: &str) -> Option<&ModelEntry> {
         self.models

@@ -42,6 +42,7 @@ fn environment(
         true,
         ToolServices {
             commands: manager.clone(),
+            ..ToolServices::default()
         },
     );
     (Arc::new(env), manager)

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{Approver, Policy, PolicyApprover};
 use crate::config::{
     ModelEntry, Permission, ProjectConfig, SystemConfig, render_template, validate_id,
     write_private_file,
@@ -314,6 +315,12 @@ impl Session {
     /// A tool's permission (`None` for unknown tools); approval modes key on it.
     pub fn tool_permission(&self, name: &str) -> Option<Permission> {
         self.inner.env.tool_permission(name)
+    }
+
+    /// The approver of `policy` in this session: permission rules (and the `read-only` mode)
+    /// read this session's tool permissions.
+    pub fn policy_approver(&self, policy: Policy) -> Arc<dyn Approver> {
+        Arc::new(PolicyApprover::new(policy, self.inner.env.clone()))
     }
 
     /// Ends the current reconnect wait now; `false` when none is in progress.

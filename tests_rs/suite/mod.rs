@@ -1,1 +1,5 @@
 //! Integration suites.
+mod llm_anthropic;
+mod llm_failures;
+mod llm_fixtures;
+mod llm_openai;

@@ -67,6 +67,25 @@ impl Reply {
         }])
     }
 
+    /// Raw body bytes served verbatim in one write (recorded provider streams).
+    pub fn sse_bytes(bytes: Vec<u8>) -> Self {
+        Reply::Sse(vec![Chunk {
+            delay: Duration::ZERO,
+            bytes,
+        }])
+    }
+
+    /// `body` in one write, then silence for `stall` with the connection open.
+    pub fn stall(body: impl Into<String>, stall: Duration) -> Self {
+        Reply::Stall {
+            chunks: vec![Chunk {
+                delay: Duration::ZERO,
+                bytes: body.into().into_bytes(),
+            }],
+            stall,
+        }
+    }
+
     /// A status with a JSON body.
     pub fn status(status: u16, body: impl Into<String>) -> Self {
         Reply::Status {
@@ -136,6 +155,8 @@ impl ScriptedServer {
                     break;
                 };
                 let st = st.clone();
+                // Small scripted writes (1-byte chunks) must leave as separate segments.
+                let _ = sock.set_nodelay(true);
                 tokio::spawn(async move {
                     let _ = serve(sock, st).await;
                 });

@@ -91,7 +91,7 @@ impl ApprovalMode {
 
     /// The mode as a policy. `ask` decides what the mode defers to a person; it is required by
     /// `read-only` and `always-ask` and ignored by the other two.
-    pub fn policy(self, ask: Option<Arc<dyn Approver>>) -> Result<Policy, PolicyError> {
+    pub fn policy<A>(self, ask: Option<A>) -> Result<Policy<A>, PolicyError> {
         Ok(match self {
             ApprovalMode::AllowAll => Policy::Decide(Decision::Allow),
             ApprovalMode::DenyAll => Policy::Decide(Decision::Deny),
@@ -302,25 +302,40 @@ impl fmt::Display for Matcher {
     }
 }
 
-/// An approval policy; see the module docs.
+/// An approval policy; see the module docs. `A` is what an ask leaf holds: an [`Approver`] for
+/// a policy ready to evaluate, or anything an embedder binds to approvers later with
+/// [`Policy::map_ask`] (the Python binding keeps Python callables there until a run knows its
+/// event loop).
 #[derive(Clone)]
-pub enum Policy {
+pub enum Policy<A = Arc<dyn Approver>> {
     /// Always this decision.
     Decide(Decision),
     /// Whatever the approver says (errors propagate: the engine denies with the reason).
-    Ask(Arc<dyn Approver>),
+    Ask(A),
     /// The inner policy when the matcher matches; abstains otherwise.
-    When(Matcher, Box<Policy>),
+    When(Matcher, Box<Policy<A>>),
     /// The first inner verdict that is not an abstention; abstains when all abstain.
-    FirstMatch(Vec<Policy>),
+    FirstMatch(Vec<Policy<A>>),
 }
 
-impl Policy {
+impl<A> Policy<A> {
     /// `When(matcher, then)`.
-    pub fn when(matcher: Matcher, then: Policy) -> Policy {
+    pub fn when(matcher: Matcher, then: Policy<A>) -> Policy<A> {
         Policy::When(matcher, Box::new(then))
     }
 
+    /// The same tree with every ask leaf converted by `f` (in evaluation order).
+    pub fn map_ask<B>(&self, f: &mut impl FnMut(&A) -> B) -> Policy<B> {
+        match self {
+            Policy::Decide(d) => Policy::Decide(*d),
+            Policy::Ask(a) => Policy::Ask(f(a)),
+            Policy::When(m, then) => Policy::When(m.clone(), Box::new(then.map_ask(f))),
+            Policy::FirstMatch(ps) => Policy::FirstMatch(ps.iter().map(|p| p.map_ask(f)).collect()),
+        }
+    }
+}
+
+impl Policy {
     /// Evaluates the policy: `Ok(None)` is an abstention. Approvers are asked only when the
     /// evaluation reaches them, one at a time.
     pub fn evaluate<'a>(
@@ -352,7 +367,7 @@ impl Policy {
     }
 }
 
-impl fmt::Display for Policy {
+impl<A> fmt::Display for Policy<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Policy::Decide(d) => f.write_str(d.as_str()),
@@ -372,7 +387,7 @@ impl fmt::Display for Policy {
     }
 }
 
-impl fmt::Debug for Policy {
+impl<A> fmt::Debug for Policy<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Policy({self})")
     }
@@ -501,7 +516,7 @@ mod tests {
         ];
         for (mode, answer, expected, asked) in table {
             let ask = Recording::new(Ok(answer));
-            let policy = mode.policy(Some(ask.clone())).unwrap();
+            let policy: Policy = mode.policy(Some(ask.clone() as Arc<dyn Approver>)).unwrap();
             let got = [
                 decide(&policy, &read).await.unwrap(),
                 decide(&policy, &write).await.unwrap(),
@@ -521,14 +536,14 @@ mod tests {
             ApprovalMode::AlwaysAsk,
         ] {
             assert_eq!(mode.as_str().parse::<ApprovalMode>(), Ok(mode));
-            assert_eq!(mode.policy(None).is_err(), mode.needs_ask());
+            assert_eq!(mode.policy::<()>(None).is_err(), mode.needs_ask());
         }
         assert_eq!(
             "yolo".parse::<ApprovalMode>(),
             Err(PolicyError::UnknownMode("yolo".into()))
         );
         assert_eq!(
-            ApprovalMode::ReadOnly.policy(None).err().map(|e| e.to_string()),
+            ApprovalMode::ReadOnly.policy::<()>(None).err().map(|e| e.to_string()),
             Some(
                 "approval mode read-only needs an `ask` callback to decide what it defers to a person"
                     .into()
@@ -610,7 +625,7 @@ mod tests {
     #[tokio::test]
     async fn first_match_wins_and_abstention_denies() {
         let ask = Recording::new(Ok(Decision::Allow));
-        let policy = Policy::FirstMatch(vec![
+        let policy: Policy = Policy::FirstMatch(vec![
             Policy::when(
                 Matcher::argument("exec_command", "cmd", "rm", MatchKind::Search).unwrap(),
                 Policy::Decide(Decision::Forbidden),
@@ -644,9 +659,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn map_ask_binds_leaves_in_order() {
+        let spec: Policy<&str> = Policy::FirstMatch(vec![
+            Policy::when(
+                Matcher::Tools(vec!["exec_command".into()]),
+                Policy::Ask("a"),
+            ),
+            ApprovalMode::ReadOnly.policy(Some("b")).unwrap(),
+        ]);
+        let mut seen = Vec::new();
+        let ask = Recording::new(Ok(Decision::Forbidden));
+        let bound = spec.map_ask(&mut |name: &&str| {
+            seen.push(name.to_string());
+            ask.clone() as Arc<dyn Approver>
+        });
+        assert_eq!(seen, ["a", "b"]);
+        assert_eq!(spec.to_string(), bound.to_string());
+        assert_eq!(
+            decide(&bound, &call("read_image", "{}")).await,
+            Ok(Decision::Allow)
+        );
+        assert_eq!(
+            decide(&bound, &call("exec_command", "{}")).await,
+            Ok(Decision::Forbidden)
+        );
+    }
+
+    #[tokio::test]
     async fn ask_errors_propagate() {
         let ask = Recording::new(Err(ApprovalError::new("ValueError: no")));
-        let policy = ApprovalMode::AlwaysAsk.policy(Some(ask)).unwrap();
+        let policy: Policy = ApprovalMode::AlwaysAsk
+            .policy(Some(ask as Arc<dyn Approver>))
+            .unwrap();
         assert_eq!(
             decide(&policy, &call("exec_command", "{}")).await,
             Err(ApprovalError::new("ValueError: no"))

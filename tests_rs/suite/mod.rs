@@ -1,4 +1,5 @@
 //! Integration suites.
+mod exec;
 mod llm_anthropic;
 mod llm_failures;
 mod llm_fixtures;

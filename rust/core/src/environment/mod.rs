@@ -100,8 +100,12 @@ impl Environment {
         &self.services
     }
 
-    /// Releases the session's background work (command sessions, subagents). Idempotent.
-    pub fn dispose(&self) {}
+    /// Ends the Environment's background work: kills every command session (registered or
+    /// still inside a call) and refuses new ones. The engine calls it when its session is
+    /// disposed. Idempotent.
+    pub fn dispose(&self) {
+        self.services.commands.dispose();
+    }
 
     /// What the model is offered: `{name, description, parameters}` per tool, config order.
     pub fn list_tools(&self) -> Vec<ToolSpec> {

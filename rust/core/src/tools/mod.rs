@@ -18,6 +18,8 @@ use crate::approval::Approver;
 use crate::config::ToolDefinitionConfig;
 use crate::protocol::{OmniMessage, StopReason};
 
+pub mod exec;
+
 /// What a tool streams while it runs.
 #[derive(Debug)]
 pub enum ToolEmission {
@@ -157,7 +159,10 @@ pub trait Tool: Send + Sync {
 
 /// Shared facilities tools are built with (one set per session).
 #[derive(Clone, Default)]
-pub struct ToolServices {}
+pub struct ToolServices {
+    /// The session's command sessions, shared by `exec_command` and `input_command`.
+    pub commands: Arc<exec::CommandSessionManager>,
+}
 
 /// Builds a tool from its definition and the session's services.
 pub type ToolFactory = fn(ToolDefinitionConfig, &ToolServices) -> Arc<dyn Tool>;
@@ -165,6 +170,9 @@ pub type ToolFactory = fn(ToolDefinitionConfig, &ToolServices) -> Arc<dyn Tool>;
 /// The factory for a built-in tool name, or `None` for names this build does not know
 /// (such config entries are skipped: neither offered nor executable).
 pub fn builtin_factory(name: &str) -> Option<ToolFactory> {
-    let _ = name;
-    None
+    match name {
+        "exec_command" => Some(exec::exec_command_factory),
+        "input_command" => Some(exec::input_command_factory),
+        _ => None,
+    }
 }

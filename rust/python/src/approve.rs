@@ -81,18 +81,21 @@ impl Approver for PyApprover {
             shared: shared.clone(),
             tx: Mutex::new(Some(tx)),
         };
-        let lp = self.lp.clone();
-        let scheduled = with_python(move |py| schedule(py, &lp, job)).await;
-        if scheduled != Some(true) {
-            return Err(ApprovalError::new(
-                "the event loop that runs approval callbacks is closed",
-            ));
-        }
+        // Armed before scheduling: the engine may drop this future at any await point, even
+        // after the job already ran on the loop but before this task was polled again.
         let mut guard = PendingGuard {
             shared,
             lp: self.lp.clone(),
             armed: true,
         };
+        let lp = self.lp.clone();
+        let scheduled = with_python(move |py| schedule(py, &lp, job)).await;
+        if scheduled != Some(true) {
+            guard.armed = false;
+            return Err(ApprovalError::new(
+                "the event loop that runs approval callbacks is closed",
+            ));
+        }
         let answer = rx.await;
         guard.armed = false;
         answer.unwrap_or_else(|_| {
@@ -134,7 +137,10 @@ where
     call_soon_threadsafe(py, &lp.event_loop, obj, Some(&lp.context))
 }
 
-/// Cancels the decision's Python side when the engine stops waiting for it.
+/// Cancels the decision's Python side when the engine stops waiting for it: sets the
+/// `cancelled` flag (a job that has not run yet then does nothing) and schedules
+/// [`CancelApproval`] on the loop, which cancels the task a job already started. Both run on the
+/// loop thread, so one of the two always sees the other's effect.
 struct PendingGuard {
     shared: Shared,
     lp: LoopCtx,
@@ -153,7 +159,6 @@ impl Drop for PendingGuard {
             shared: self.shared.clone(),
         };
         let lp = self.lp.clone();
-        // Runs after the job on the loop's FIFO queue, so it sees the task the job started.
         with_python_detached(move |py| {
             schedule(py, &lp, cancel);
         });

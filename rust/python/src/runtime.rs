@@ -138,8 +138,8 @@ pub fn shutdown(py: Python<'_>) {
             for s in &sessions {
                 // Kills command process groups synchronously; bounded by the runtime timeout
                 // below for whatever reaping it leaves to tasks.
-                rt.block_on(tokio::time::timeout(SHUTDOWN_TIMEOUT, s.dispose()))
-                    .unwrap_or(());
+                let dispose = async { tokio::time::timeout(SHUTDOWN_TIMEOUT, s.dispose()).await };
+                let _ = rt.block_on(dispose);
             }
             drop(sessions);
             rt.shutdown_timeout(SHUTDOWN_TIMEOUT);

@@ -6,10 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import penguin_harness as ph
 from helpers import model_for
 from scripted_server import ScriptedServer
 
-import penguin_harness as ph
 
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:

@@ -17,7 +17,7 @@ import asyncio
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -200,7 +200,9 @@ def anthropic_events(turn: Turn) -> list[str]:
 
     def block(start: dict[str, Any], deltas: list[dict[str, Any]]) -> None:
         nonlocal index
-        events.append(event({"type": "content_block_start", "index": index, "content_block": start}))
+        events.append(
+            event({"type": "content_block_start", "index": index, "content_block": start})
+        )
         for d in deltas:
             events.append(event({"type": "content_block_delta", "index": index, "delta": d}))
         events.append(event({"type": "content_block_stop", "index": index}))
@@ -245,9 +247,9 @@ _SSE_HEAD = (
 class ScriptedServer:
     """See the module docs. Use as a context manager, or call ``start()``/``close()``."""
 
-    def __init__(self, replies: list[Reply] | None = None, *, repeat: Reply | None = None):
+    def __init__(self, replies: Sequence[Reply] = (), *, repeat: Reply | None = None):
         self._lock = threading.Lock()
-        self._replies: deque[Reply] = deque(replies or [])
+        self._replies: deque[Reply] = deque(replies)
         self._repeat = repeat
         self._requests: list[RecordedRequest] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -260,7 +262,9 @@ class ScriptedServer:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> ScriptedServer:
-        self._thread = threading.Thread(target=self._serve, name="scripted-model-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._serve, name="scripted-model-server", daemon=True
+        )
         self._thread.start()
         self._ready.wait()
         if self._error is not None:
@@ -343,7 +347,7 @@ class ScriptedServer:
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
-        method, path = (lines[0].split(" ") + ["", ""])[:2]
+        method, path = ([*lines[0].split(" "), "", ""])[:2]
         headers: dict[str, str] = {}
         for line in lines[1:]:
             if ":" in line:
@@ -380,9 +384,12 @@ class ScriptedServer:
             events = anthropic_events(reply)
         else:
             events = [f"event: error\ndata: unknown path {path}\n\n"]
+        if not reply.event_delay:
+            writer.write("".join(events).encode())
+            await writer.drain()
+            return
         for ev in events:
-            if reply.event_delay:
-                await asyncio.sleep(reply.event_delay)
+            await asyncio.sleep(reply.event_delay)
             writer.write(ev.encode())
             await writer.drain()
 

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import penguin_harness as ph
 from helpers import (
     ClientType,
     collect,
@@ -18,10 +20,8 @@ from helpers import (
     trace_line,
     trace_lines,
 )
-from scripted_server import ScriptedServer, Status, exec_call, text, tool_calls
-
-import penguin_harness as ph
 from penguin_harness.types import OmniMessage
+from scripted_server import ScriptedServer, Status, exec_call, text, tool_calls
 
 
 def check_trace(session: ph.Session, msgs: list[OmniMessage], prompts: list[str]) -> None:
@@ -64,14 +64,19 @@ async def test_text_answer_streams_and_is_traced(
             "token_usage",
             "request_end",
         ]
-        deltas = "".join(
-            str(payload(m)["text"]) for m in msgs if kind(m) == "partial_text/delta"
-        )
+        deltas = "".join(str(payload(m)["text"]) for m in msgs if kind(m) == "partial_text/delta")
         assert deltas == "Hello there friend"
         assert last_payloads(msgs, "text") == [
-            {"type": "text", "role": "assistant", "text": "Hello there friend", "stop_reason": "completed"}
+            {
+                "type": "text",
+                "role": "assistant",
+                "text": "Hello there friend",
+                "stop_reason": "completed",
+            }
         ]
-        assert last_payloads(msgs, "request_end") == [{"type": "request_end", "status": "completed"}]
+        assert last_payloads(msgs, "request_end") == [
+            {"type": "request_end", "status": "completed"}
+        ]
         check_trace(s, msgs, ["Say hello"])
         meta = payload(msgs[0])
         assert meta == s.meta
@@ -183,7 +188,11 @@ def test_bad_input_is_a_message_error(session: ph.Session, messages: Any, error:
 
 @pytest.mark.asyncio
 async def test_non_input_messages_are_rejected_when_the_run_starts(session: ph.Session) -> None:
-    event = {"timestamp": "2026-01-01T00:00:00.000Z", "type": "event_msg", "payload": {"type": "request_begin"}}
+    event = {
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "type": "event_msg",
+        "payload": {"type": "request_begin"},
+    }
     with pytest.raises(ph.MessageError) as info:
         await collect(session.run([ph.user_text("x"), event]))  # type: ignore[list-item]
     assert str(info.value) == (
@@ -196,7 +205,9 @@ def test_session_surface(session: ph.Session, workspace: Path, root: Path) -> No
     assert session.workspace == workspace.resolve()
     assert session.id.startswith("session-")
     assert session.trace_path.name == f"{session.id}_001.jsonl"
-    assert session.trace_path.is_relative_to(root / "default_project" / "agents" / "default_agent" / "traces")
+    assert session.trace_path.is_relative_to(
+        root / "default_project" / "agents" / "default_agent" / "traces"
+    )
     assert [t["name"] for t in session.tools()] == ["exec_command", "input_command"]
     assert session.tools()[0]["parameters"]["required"] == ["cmd"]
     assert session.tool_permission("exec_command") == "rw"
@@ -205,7 +216,9 @@ def test_session_surface(session: ph.Session, workspace: Path, root: Path) -> No
 
 
 @pytest.mark.asyncio
-async def test_thinking_level_and_reconnect_skip(session: ph.Session, server: ScriptedServer) -> None:
+async def test_thinking_level_and_reconnect_skip(
+    session: ph.Session, server: ScriptedServer
+) -> None:
     server.push(Status(500, '{"error":{"message":"try again"}}'), text("recovered"))
     skipped = []
     async for m in session.run("hi", thinking_level="high"):
@@ -220,21 +233,32 @@ def test_errors_share_one_root(server: ScriptedServer, root: Path, tmp_path: Pat
     agent = ph.create_agent(root=root)
     cases: list[tuple[Any, type[ph.HarnessError]]] = [
         (lambda: ph.create_agent("bad id", root=root), ph.ConfigError),
-        (lambda: agent.create_session(workspace_dir=tmp_path / "missing", model=model_for(server)), ph.WorkspaceError),
+        (
+            lambda: agent.create_session(
+                workspace_dir=tmp_path / "missing", model=model_for(server)
+            ),
+            ph.WorkspaceError,
+        ),
         (lambda: agent.create_session(model=ph.Model("p", "m", "ftp://x")), ph.ModelError),
         (lambda: agent.create_session(provider="p"), ph.ConfigError),
         (lambda: agent.create_session(), ph.ConfigError),
         (lambda: ph.Model("p", "m", client_type="gemini"), ph.ConfigError),  # type: ignore[arg-type]
-        (lambda: agent.create_session(model=model_for(server), thinking_level="lots"), ph.InvalidArgumentError),  # type: ignore[arg-type]
+        (
+            lambda: agent.create_session(
+                model=model_for(server),
+                thinking_level="lots",  # type: ignore[arg-type]
+            ),
+            ph.InvalidArgumentError,
+        ),
         (lambda: ph.read_trace(tmp_path / "nope.jsonl"), ph.TraceError),
     ]
     for make, error in cases:
         with pytest.raises(error) as info:
             make()
         assert isinstance(info.value, ph.HarnessError)
-    assert str(pytest.raises(ph.ConfigError, ph.create_agent, "bad id", root=root).value) == (
-        'invalid agent id "bad id": use letters, digits, \'_\' and \'-\' only'
-    )
+    with pytest.raises(ph.ConfigError) as bad_id:
+        ph.create_agent("bad id", root=root)
+    assert str(bad_id.value) == "invalid agent id \"bad id\": use letters, digits, '_' and '-' only"
 
 
 @pytest.mark.asyncio
@@ -263,6 +287,8 @@ def test_model_value() -> None:
     )
     assert (m.context_window, m.max_tokens) == (None, 10)
     assert "secret" not in repr(m)
-    assert m == ph.Model("openai", "gpt-x", "https://example.invalid/v1", api_key="secret", max_tokens=10)
+    assert m == ph.Model(
+        "openai", "gpt-x", "https://example.invalid/v1", api_key="secret", max_tokens=10
+    )
     assert m != ph.Model("openai", "gpt-x")
     assert ph.Model("a", "b", client_type="ant-messages").client_type == "anthropic-messages"

@@ -1,10 +1,10 @@
 """The native extension. Import from ``penguin_harness``, not from here."""
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self, Union, final
+from typing import Literal, Self, final
 
 from penguin_harness.types import (
     ApproveFn,
@@ -13,6 +13,35 @@ from penguin_harness.types import (
     SessionMetaPayload,
     ToolSpec,
 )
+
+__all__ = [
+    "Agent",
+    "ConfigError",
+    "HarnessError",
+    "InvalidArgumentError",
+    "MessageError",
+    "Model",
+    "ModelError",
+    "Policy",
+    "PolicyError",
+    "ResumeError",
+    "Run",
+    "RuntimeClosedError",
+    "Session",
+    "SessionDisposedError",
+    "SessionNotFoundError",
+    "StorageError",
+    "TraceError",
+    "TraceReader",
+    "UsageError",
+    "WorkspaceError",
+    "__version__",
+    "_shutdown_runtime",
+    "create_agent",
+    "read_trace",
+    "user_image",
+    "user_text",
+]
 
 __version__: str
 
@@ -58,9 +87,9 @@ class UsageError(HarnessError):
 class RuntimeClosedError(HarnessError):
     """The harness runtime has shut down (the interpreter is exiting)."""
 
-ClientType = Literal["openai-chat", "anthropic-messages", "ant-messages"]
-ThinkingLevel = Literal["none", "low", "medium", "high", "xhigh", "max"]
-StrPath = Union[str, os.PathLike[str]]
+_ClientType = Literal["openai-chat", "anthropic-messages", "ant-messages"]
+_ThinkingLevel = Literal["none", "low", "medium", "high", "xhigh", "max"]
+_StrPath = str | os.PathLike[str]
 
 @final
 class Model:
@@ -72,17 +101,17 @@ class Model:
     ``ANTHROPIC_API_KEY``. ``max_tokens <= 0`` sends no output cap.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         provider: str,
         model_id: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        client_type: ClientType = "openai-chat",
+        client_type: _ClientType = "openai-chat",
         vision: bool = True,
         context_window: int | None = None,
         max_tokens: int | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def provider(self) -> str: ...
     @property
@@ -99,8 +128,8 @@ class Model:
     def context_window(self) -> int | None: ...
     @property
     def max_tokens(self) -> int | None: ...
-    def __eq__(self, other: object) -> bool: ...
-    def __ne__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
 
 @final
 class Agent:
@@ -120,11 +149,11 @@ class Agent:
     def create_session(
         self,
         *,
-        workspace_dir: StrPath | None = None,
+        workspace_dir: _StrPath | None = None,
         model: Model | None = None,
         provider: str | None = None,
         model_id: str | None = None,
-        thinking_level: ThinkingLevel | None = None,
+        thinking_level: _ThinkingLevel | None = None,
     ) -> Session:
         """Creates a session.
 
@@ -164,7 +193,7 @@ class Session:
         messages: str | OmniMessage | Iterable[OmniMessage],
         *,
         approve: Policy | ApproveFn | None = None,
-        thinking_level: ThinkingLevel | None = None,
+        thinking_level: _ThinkingLevel | None = None,
     ) -> Run:
         """Starts one task; iterate the result with ``async for``.
 
@@ -202,18 +231,19 @@ class Run:
     """
 
     def __aiter__(self) -> Self: ...
-    async def __anext__(self) -> OmniMessage: ...
-    async def aclose(self) -> None:
-        """Aborts the task and waits until it has ended."""
+    def __anext__(self) -> Awaitable[OmniMessage]:
+        """The next message; raises ``UsageError`` outside a running event loop."""
+    def aclose(self) -> Awaitable[None]:
+        """Aborts the task; the awaitable resolves once the task has ended."""
     def abort(self) -> None:
         """Aborts the task; keep iterating to read up to its ``abort`` event."""
-    async def __aenter__(self) -> Self: ...
-    async def __aexit__(
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None: ...
+    ) -> Awaitable[None]: ...
 
 @final
 class Policy:
@@ -247,14 +277,14 @@ def create_agent(
     agent_id: str = "default_agent",
     *,
     project_id: str = "default_project",
-    root: StrPath | None = None,
+    root: _StrPath | None = None,
 ) -> Agent:
     """Opens ``<root>/<project_id>/agents/<agent_id>``, creating defaults when absent.
 
     ``root=None`` uses ``$PENGUIN_HOME`` or ``~/.penguin/data``.
     """
 
-def read_trace(path: StrPath) -> TraceReader:
+def read_trace(path: _StrPath) -> TraceReader:
     """Yields a trace file's messages; a torn last line is ignored, malformed middle lines
     are skipped."""
 
@@ -265,4 +295,3 @@ def user_image(url: str) -> ModelMessage:
     """A user image by URL (``https://…`` or a ``data:`` URL)."""
 
 def _shutdown_runtime() -> None: ...
-

@@ -56,7 +56,7 @@ def always_ask(ask: ApproveFn) -> Policy:
     return Policy.mode("always-ask", ask)
 
 
-def mode(name: str, ask: Union[ApproveFn, None] = None) -> Policy:
+def mode(name: str, ask: ApproveFn | None = None) -> Policy:
     """A mode by its CLI name: ``allow-all``, ``deny-all``, ``read-only`` or ``always-ask``."""
     return Policy.mode(name, ask)
 

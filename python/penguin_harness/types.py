@@ -7,13 +7,14 @@ by the Rust core, with keys in trace-line order.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, List, Literal, TypedDict, Union
+from collections.abc import Awaitable
+from typing import Any, Callable, Literal, TypedDict, Union
 
 StopReason = Literal["completed", "failed", "aborted", "timeout", "malformed", "auth"]
 Role = Literal["user", "assistant"]
 EventType = Literal["start", "delta", "stop"]
 Decision = Literal["allow", "deny", "forbidden"]
-Fidelity = Dict[str, Any]
+Fidelity = dict[str, Any]
 
 # ---- model payloads (complete) --------------------------------------------------------------
 
@@ -74,7 +75,7 @@ class _ToolCallOutputBase(TypedDict):
 
 
 class ToolCallOutputPayload(_ToolCallOutputBase, total=False):
-    images: List[str]
+    images: list[str]
 
 
 class ImageUrlPayload(TypedDict):
@@ -135,7 +136,7 @@ class _PartialToolCallOutputBase(TypedDict):
 
 
 class PartialToolCallOutputPayload(_PartialToolCallOutputBase, total=False):
-    images: List[str]
+    images: list[str]
 
 
 ModelPayload = Union[
@@ -219,7 +220,7 @@ class CompactionEndPayload(_CompactionEndBase, total=False):
 
 class AbortPayload(TypedDict):
     type: Literal["abort"]
-    reason: Union[str, None]
+    reason: str | None
 
 
 class SubagentPayload(TypedDict):
@@ -235,12 +236,12 @@ class _ToolSpecBase(TypedDict):
 class ToolSpec(_ToolSpecBase, total=False):
     """A tool as offered to the model (``Session.tools()``)."""
 
-    parameters: Dict[str, Any]
+    parameters: dict[str, Any]
 
 
 class ToolListReadyPayload(TypedDict):
     type: Literal["tool_list_ready"]
-    tools: List[ToolSpec]
+    tools: list[ToolSpec]
 
 
 EventPayload = Union[
@@ -262,7 +263,7 @@ class _SessionMetaBase(TypedDict):
     session_id: str
     provider: str
     model_id: str
-    model_context_window: Union[int, Literal["unknown"]]
+    model_context_window: int | Literal["unknown"]
     system_prompt: str
     agent_state: str
     workspace: str
@@ -282,7 +283,7 @@ class _SessionMetaMessageBase(TypedDict):
 
 
 class SessionMetaMessage(_SessionMetaMessageBase, total=False):
-    origin: List[str]
+    origin: list[str]
 
 
 class _ModelMessageBase(TypedDict):
@@ -292,7 +293,7 @@ class _ModelMessageBase(TypedDict):
 
 
 class ModelMessage(_ModelMessageBase, total=False):
-    origin: List[str]
+    origin: list[str]
 
 
 class _EventMessageBase(TypedDict):
@@ -302,7 +303,7 @@ class _EventMessageBase(TypedDict):
 
 
 class EventMessage(_EventMessageBase, total=False):
-    origin: List[str]
+    origin: list[str]
 
 
 class _ToolCallMessageBase(TypedDict):
@@ -314,18 +315,20 @@ class _ToolCallMessageBase(TypedDict):
 class ToolCallMessage(_ToolCallMessageBase, total=False):
     """What an approval callback receives (``origin`` set for a subagent's call)."""
 
-    origin: List[str]
+    origin: list[str]
 
 
 OmniMessage = Union[SessionMetaMessage, ModelMessage, EventMessage]
 
 # ---- approval -------------------------------------------------------------------------------
 
-ApprovalResult = Union[Decision, bool]
-"""What an approval callback returns: ``"allow"``, ``"deny"``, ``"forbidden"``, True or False."""
+ApprovalResult = Union[str, bool]
+"""What an approval callback returns: ``"allow"``, ``"deny"``, ``"forbidden"``, True or False.
+Typed as ``str`` so plain ``-> str`` callables check; any other string denies at run time."""
 
 ApproveFn = Callable[[ToolCallMessage], Union[ApprovalResult, Awaitable[ApprovalResult]]]
-"""An approval callback, sync or ``async def``."""
+"""An approval callback, sync or ``async def``. It receives the ``tool_call`` message; annotate
+its parameter as ``ToolCallMessage`` (or ``Mapping[str, Any]``)."""
 
 __all__ = [
     "AbortPayload",

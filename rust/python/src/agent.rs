@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use penguin_harness_core::config::{ClientType, ModelEntry};
-use penguin_harness_core::session::{DEFAULT_AGENT, DEFAULT_PROJECT};
 use penguin_harness_core::{Agent, Session, SessionOptions};
 use pyo3::prelude::*;
 
@@ -122,7 +121,9 @@ pub struct PyAgent {
 
 /// Opens an agent, creating its folders and default configuration when absent.
 #[pyfunction]
-#[pyo3(signature = (agent_id = DEFAULT_AGENT, *, project_id = DEFAULT_PROJECT, root = None))]
+// The literals are the core's DEFAULT_AGENT / DEFAULT_PROJECT, spelled out so Python
+// introspection (and stubtest) shows the real defaults.
+#[pyo3(signature = (agent_id = "default_agent", *, project_id = "default_project", root = None))]
 pub fn create_agent(
     agent_id: &str,
     project_id: &str,

@@ -234,12 +234,15 @@ impl ApprovalJob {
             send(&self.tx, Err(ApprovalError::new("approval cancelled")));
             return;
         }
-        let result = message_to_py(py, &self.msg)
-            .and_then(|dict| self.callable.bind(py).call1((dict,)));
+        let result =
+            message_to_py(py, &self.msg).and_then(|dict| self.callable.bind(py).call1((dict,)));
         let value = match result {
             Ok(v) => v,
             Err(e) => {
-                send(&self.tx, Err(ApprovalError::new(describe_exception(py, &e))));
+                send(
+                    &self.tx,
+                    Err(ApprovalError::new(describe_exception(py, &e))),
+                );
                 return;
             }
         };
@@ -262,7 +265,10 @@ impl ApprovalJob {
                     p.task = Some(task.unbind());
                 }
             }
-            Err(e) => send(&self.tx, Err(ApprovalError::new(describe_exception(py, &e)))),
+            Err(e) => send(
+                &self.tx,
+                Err(ApprovalError::new(describe_exception(py, &e))),
+            ),
         }
     }
 }

@@ -172,12 +172,21 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WorkspaceError", py.get_type::<WorkspaceError>())?;
     m.add("ModelError", py.get_type::<ModelError>())?;
     m.add("TraceError", py.get_type::<TraceError>())?;
-    m.add("SessionNotFoundError", py.get_type::<SessionNotFoundError>())?;
+    m.add(
+        "SessionNotFoundError",
+        py.get_type::<SessionNotFoundError>(),
+    )?;
     m.add("ResumeError", py.get_type::<ResumeError>())?;
-    m.add("SessionDisposedError", py.get_type::<SessionDisposedError>())?;
+    m.add(
+        "SessionDisposedError",
+        py.get_type::<SessionDisposedError>(),
+    )?;
     m.add("MessageError", py.get_type::<MessageError>())?;
     m.add("PolicyError", py.get_type::<PolicyError>())?;
-    m.add("InvalidArgumentError", py.get_type::<InvalidArgumentError>())?;
+    m.add(
+        "InvalidArgumentError",
+        py.get_type::<InvalidArgumentError>(),
+    )?;
     m.add("UsageError", py.get_type::<UsageError>())?;
     m.add("RuntimeClosedError", py.get_type::<RuntimeClosedError>())?;
     Ok(())

@@ -312,7 +312,10 @@ impl Deliver {
                 fut.call_method1("set_result", (message_to_py(py, &m)?,))?;
             }
             Some(Outcome::End) => {
-                fut.call_method1("set_exception", (PyStopAsyncIteration::new_err(()).value(py),))?;
+                fut.call_method1(
+                    "set_exception",
+                    (PyStopAsyncIteration::new_err(()).value(py),),
+                )?;
             }
             Some(Outcome::Closed) => {
                 fut.call_method1("set_result", (py.None(),))?;

@@ -296,7 +296,7 @@ impl fmt::Display for Matcher {
                     MatchKind::Whole => "matches",
                     MatchKind::Search => "contains",
                 };
-                write!(f, "{tool}.{field} {op} {:?}", pattern.source)
+                write!(f, "{tool}.{field} {op} /{}/", pattern.source)
             }
         }
     }
@@ -654,7 +654,7 @@ mod tests {
         assert_eq!(ask.asked(), vec!["input_command"]);
         assert_eq!(
             policy.to_string(),
-            r#"first_match(when(exec_command.cmd contains "rm", forbidden), when(exec_command.cmd matches "ls.*", allow), when(tool in ["input_command"], ask))"#
+            r#"first_match(when(exec_command.cmd contains /rm/, forbidden), when(exec_command.cmd matches /ls.*/, allow), when(tool in ["input_command"], ask))"#
         );
     }
 

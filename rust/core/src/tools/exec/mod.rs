@@ -216,15 +216,16 @@ impl Tool for InputCommandTool {
             DEFAULT_WRITE_YIELD_MS
         };
         let window = clamp_yield(args.get("yield_time_ms"), default, self.def.timeout_ms);
+        if ctx.cancel.is_cancelled() {
+            return Ok(ToolResult::aborted());
+        }
+        // Over a pipe an ETX byte is just data, so Ctrl-C must come alone to mean SIGINT.
         if chars == CTRL_C {
             session.interrupt();
         } else if chars.contains(CTRL_C) {
             return Ok(ToolResult::failed(MIXED_CTRL_C_TEXT));
         } else {
             session.write(chars);
-        }
-        if ctx.cancel.is_cancelled() {
-            return Ok(ToolResult::aborted());
         }
         let end = session.collect(window, &ctx.cancel, &ctx.output).await;
         if end == CollectEnd::Cancelled || ctx.cancel.is_cancelled() {

@@ -288,9 +288,13 @@ impl CommandSession {
         terminate_group(self.pid, gate);
     }
 
-    /// Kills the group with SIGKILL at once (used when the manager is dropped).
+    /// Kills the group with SIGKILL at once (used when the manager is dropped). A session whose
+    /// kill already started is left to it: its SIGKILL is already scheduled, and once that has
+    /// run the group id may belong to someone else.
     pub fn kill_now(&self) {
-        self.killed.store(true, Ordering::SeqCst);
+        if self.killed.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let gate = lock(&self.gate).take();
         kill_group_now(self.pid, gate);
     }
@@ -443,6 +447,8 @@ fn start(
     });
     let (gate, reap_wait) = reap_gate();
     if let Err(e) = start_waiter(pid, shared.clone(), reap_wait) {
+        // No thread to own the exit: kill and reap here. The wait is for a SIGKILLed process,
+        // so it is short even though it blocks (this path only runs out of threads).
         signal_group(pid, Signal::SIGKILL);
         group::reap(pid);
         return Err(SpawnError::Thread(e));

@@ -186,15 +186,14 @@ def test_bad_input_is_a_message_error(session: ph.Session, messages: Any, error:
     assert str(info.value) == error
 
 
-@pytest.mark.asyncio
-async def test_non_input_messages_are_rejected_when_the_run_starts(session: ph.Session) -> None:
+def test_non_input_messages_are_rejected(session: ph.Session) -> None:
     event = {
         "timestamp": "2026-01-01T00:00:00.000Z",
         "type": "event_msg",
         "payload": {"type": "request_begin"},
     }
     with pytest.raises(ph.MessageError) as info:
-        await collect(session.run([ph.user_text("x"), event]))  # type: ignore[list-item]
+        session.run([ph.user_text("x"), event])  # type: ignore[list-item]
     assert str(info.value) == (
         "invalid run input: message 1 is an event_msg; a run takes complete model messages "
         "(user text, images, tool outputs)"

@@ -253,6 +253,8 @@ impl PySession {
         thinking_level: Option<&str>,
     ) -> Result<PyRun, BindingError> {
         let input = input_from_py(messages)?;
+        // Refuse bad input now rather than at the first iteration.
+        penguin_harness_core::session::check_run_input(&input)?;
         let policy = approve.map(policy_from_py).transpose()?;
         let thinking = thinking_from_py(thinking_level)?;
         Ok(PyRun::new(self.session.clone(), input, policy, thinking))

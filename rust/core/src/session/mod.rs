@@ -378,7 +378,7 @@ impl Session {
 /// A run's input must be complete model messages from this session (no partials, events,
 /// session metadata or origin-tagged messages): the engine writes it to the trace and sends it
 /// to the model as is.
-fn check_run_input(input: &[OmniMessage]) -> Result<(), HarnessError> {
+pub fn check_run_input(input: &[OmniMessage]) -> Result<(), HarnessError> {
     for (index, msg) in input.iter().enumerate() {
         let what = match &msg.body {
             crate::protocol::Body::SessionMeta(_) => Some("a session_meta".to_owned()),

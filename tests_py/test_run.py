@@ -42,10 +42,10 @@ def check_trace(session: ph.Session, msgs: list[OmniMessage], prompts: list[str]
 async def test_text_answer_streams_and_is_traced(
     server: ScriptedServer, root: Path, workspace: Path, client_type: ClientType
 ) -> None:
-    server.push(text("Hello there friend", thinking="let me think"))
+    server.push(text("Héllo there ☃", thinking="let me think"))
     agent = ph.create_agent(root=root)
     with agent.create_session(workspace_dir=workspace, model=model_for(server, client_type)) as s:
-        msgs = await collect(s.run("Say hello"))
+        msgs = await collect(s.run("Say héllo"))
         assert [kind(m) for m in msgs] == [
             "session_meta",
             "request_begin",
@@ -65,19 +65,19 @@ async def test_text_answer_streams_and_is_traced(
             "request_end",
         ]
         deltas = "".join(str(payload(m)["text"]) for m in msgs if kind(m) == "partial_text/delta")
-        assert deltas == "Hello there friend"
+        assert deltas == "Héllo there ☃"
         assert last_payloads(msgs, "text") == [
             {
                 "type": "text",
                 "role": "assistant",
-                "text": "Hello there friend",
+                "text": "Héllo there ☃",
                 "stop_reason": "completed",
             }
         ]
         assert last_payloads(msgs, "request_end") == [
             {"type": "request_end", "status": "completed"}
         ]
-        check_trace(s, msgs, ["Say hello"])
+        check_trace(s, msgs, ["Say héllo"])
         meta = payload(msgs[0])
         assert meta == s.meta
         assert (meta["session_id"], meta["provider"], meta["model_id"], meta["workspace"]) == (

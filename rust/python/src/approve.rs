@@ -22,6 +22,7 @@ use penguin_harness_core::approval::{
     ApprovalError, ApprovalMode, Approver, MatchKind, Matcher, Policy, policy::parse_permission,
 };
 use penguin_harness_core::protocol::{Decision, OmniMessage};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyString};
@@ -122,9 +123,11 @@ where
         if let Some(ctx) = context {
             kwargs.set_item("context", ctx.bind(py))?;
         }
-        event_loop
-            .bind(py)
-            .call_method("call_soon_threadsafe", (obj,), Some(&kwargs))?;
+        event_loop.bind(py).call_method(
+            intern!(py, "call_soon_threadsafe"),
+            (obj,),
+            Some(&kwargs),
+        )?;
         Ok(())
     };
     call().is_ok()
@@ -256,7 +259,7 @@ impl ApprovalJob {
             let done = ApprovalDone {
                 tx: Mutex::new(self.tx.lock().ok().and_then(|mut t| t.take())),
             };
-            task.call_method1("add_done_callback", (Py::new(py, done)?,))?;
+            task.call_method1(intern!(py, "add_done_callback"), (Py::new(py, done)?,))?;
             Ok(task)
         })();
         match started {
@@ -283,7 +286,7 @@ struct ApprovalDone {
 impl ApprovalDone {
     fn __call__(&self, py: Python<'_>, task: &Bound<'_, PyAny>) {
         let answer = (|| -> PyResult<Answer> {
-            if task.call_method0("cancelled")?.is_truthy()? {
+            if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
                 return Ok(Err(ApprovalError::new("the approval task was cancelled")));
             }
             let exc = task.call_method0("exception")?;

@@ -22,6 +22,7 @@ use penguin_harness_core::protocol::OmniMessage;
 use penguin_harness_core::session::TryNext;
 use penguin_harness_core::{RunHandle, Session};
 use pyo3::exceptions::PyStopAsyncIteration;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use tokio_util::sync::CancellationToken;
@@ -160,8 +161,10 @@ fn resolved<'py>(
     event_loop: &Py<PyAny>,
     value: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let fut = event_loop.bind(py).call_method0("create_future")?;
-    fut.call_method1("set_result", (value,))?;
+    let fut = event_loop
+        .bind(py)
+        .call_method0(intern!(py, "create_future"))?;
+    fut.call_method1(intern!(py, "set_result"), (value,))?;
     Ok(fut)
 }
 
@@ -204,12 +207,15 @@ impl PyRun {
                 TryNext::Empty => {}
             }
         }
-        let fut = active.event_loop.bind(py).call_method0("create_future")?;
+        let fut = active
+            .event_loop
+            .bind(py)
+            .call_method0(intern!(py, "create_future"))?;
         let watcher = AbortIfCancelled {
             cancel: active.cancel.clone(),
             handle: active.handle.clone(),
         };
-        fut.call_method1("add_done_callback", (Py::new(py, watcher)?,))?;
+        fut.call_method1(intern!(py, "add_done_callback"), (Py::new(py, watcher)?,))?;
         let target = Arc::new(fut.clone().unbind());
         let event_loop = active.event_loop.clone();
         let handle = active.handle.clone();
@@ -233,7 +239,10 @@ impl PyRun {
             return Ok(resolved(py, &event_loop, py.None().into_bound(py))?);
         };
         active.cancel.cancel();
-        let fut = active.event_loop.bind(py).call_method0("create_future")?;
+        let fut = active
+            .event_loop
+            .bind(py)
+            .call_method0(intern!(py, "create_future"))?;
         let target = Arc::new(fut.clone().unbind());
         runtime::handle()?.spawn(async move {
             drain(active.handle).await;
@@ -303,22 +312,22 @@ struct Deliver {
 impl Deliver {
     fn __call__(&self, py: Python<'_>) -> PyResult<()> {
         let fut = self.fut.bind(py);
-        if fut.call_method0("done")?.is_truthy()? {
+        if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
             return Ok(()); // cancelled meanwhile; the watcher aborted the run
         }
         let outcome = self.outcome.lock().ok().and_then(|mut o| o.take());
         match outcome {
             Some(Outcome::Message(m)) => {
-                fut.call_method1("set_result", (message_to_py(py, &m)?,))?;
+                fut.call_method1(intern!(py, "set_result"), (message_to_py(py, &m)?,))?;
             }
             Some(Outcome::End) => {
                 fut.call_method1(
-                    "set_exception",
+                    intern!(py, "set_exception"),
                     (PyStopAsyncIteration::new_err(()).value(py),),
                 )?;
             }
             Some(Outcome::Closed) => {
-                fut.call_method1("set_result", (py.None(),))?;
+                fut.call_method1(intern!(py, "set_result"), (py.None(),))?;
             }
             None => {}
         }
@@ -336,7 +345,10 @@ struct AbortIfCancelled {
 #[pymethods]
 impl AbortIfCancelled {
     fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
-        if fut.call_method0("cancelled")?.is_truthy()? {
+        if fut
+            .call_method0(intern!(fut.py(), "cancelled"))?
+            .is_truthy()?
+        {
             self.cancel.cancel();
             if let Ok(rt) = runtime::handle() {
                 rt.spawn(drain(self.handle.clone()));

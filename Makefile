@@ -25,6 +25,10 @@ venv: $(VENV)/.ready ## create .venv with the dev/test tools from PyPI
 build: $(VENV)/.ready ## build the extension into the venv (maturin develop)
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/maturin develop --quiet
 
+.PHONY: build-release
+build-release: $(VENV)/.ready ## build the optimized extension into the venv (benchmarks)
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/maturin develop --release --quiet
+
 .PHONY: test-rust
 test-rust: ## cargo test of the core and the integration suite
 	cargo test --workspace --exclude penguin-harness-python
@@ -45,18 +49,18 @@ lint: $(VENV)/.ready build ## fmt, clippy -D warnings, ruff, mypy --strict, stub
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	@if cargo tree -p penguin-harness-core -e normal,build | grep -q pyo3; then echo "pyo3 found in the core's dependency tree" >&2; exit 1; fi
-	$(VENV)/bin/ruff check python tests_py
-	$(VENV)/bin/ruff format --check python tests_py
+	$(VENV)/bin/ruff check python tests_py bench
+	$(VENV)/bin/ruff format --check python tests_py bench
 	$(VENV)/bin/mypy
 	$(VPY) -m mypy.stubtest penguin_harness._core
 
 .PHONY: fmt
 fmt: $(VENV)/.ready ## format Rust and Python
 	cargo fmt --all
-	$(VENV)/bin/ruff format python tests_py
+	$(VENV)/bin/ruff format python tests_py bench
 
 .PHONY: bench
-bench: build ## benchmarks (numbers, never assertions)
+bench: build-release ## benchmarks on an optimized build (numbers, never assertions)
 	cargo bench -p penguin-harness-tests --bench harness
 	$(VPY) bench/python_iter.py
 

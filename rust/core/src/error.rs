@@ -54,6 +54,16 @@ pub enum HarnessError {
         /// The panic message.
         message: String,
     },
+    /// A run's input holds something other than complete model messages.
+    #[error(
+        "invalid run input: message {index} is {what}; a run takes complete model messages (user text, images, tool outputs)"
+    )]
+    InvalidInput {
+        /// 0-based position of the offending message.
+        index: usize,
+        /// What it is instead.
+        what: String,
+    },
     /// Called outside a tokio runtime.
     #[error("no async runtime is running: {0}")]
     NoRuntime(String),

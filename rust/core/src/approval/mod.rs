@@ -1,12 +1,18 @@
 //! Approval (SPEC §5): every committed tool call passes one decision from an [`Approver`].
 //!
 //! The engine calls approvers strictly one at a time. An approver that fails (returns
-//! [`ApprovalError`]) counts as a deny; no approver at all denies everything.
+//! [`ApprovalError`]) counts as a deny; no approver at all denies everything. [`policy`] holds
+//! the approval modes and composable rules, built as data and evaluated here in the core.
+
+pub mod policy;
 
 use async_trait::async_trait;
 
 pub use crate::protocol::Decision;
 use crate::protocol::OmniMessage;
+pub use policy::{
+    ApprovalMode, MatchKind, Matcher, Policy, PolicyApprover, PolicyError, ToolPermissions,
+};
 
 /// Why an approver could not decide.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

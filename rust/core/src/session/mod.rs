@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{Approver, Policy, PolicyApprover};
 use crate::config::{
     ModelEntry, Permission, ProjectConfig, SystemConfig, render_template, validate_id,
     write_private_file,
@@ -508,6 +509,12 @@ impl Session {
         self.inner.env.tool_permission(name)
     }
 
+    /// The approver of `policy` in this session: permission rules (and the `read-only` mode)
+    /// read this session's tool permissions.
+    pub fn policy_approver(&self, policy: Policy) -> Arc<dyn Approver> {
+        Arc::new(PolicyApprover::new(policy, self.inner.env.clone()))
+    }
+
     /// Ends the current reconnect wait now; `false` when none is in progress.
     pub fn skip_reconnect_wait(&self) -> bool {
         self.inner.skip.skip()
@@ -523,6 +530,7 @@ impl Session {
         if self.inner.disposed.load(Ordering::SeqCst) {
             return Err(HarnessError::Disposed(self.id().to_owned()));
         }
+        check_run_input(&input)?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| HarnessError::NoRuntime(e.to_string()))?;
         let (tx, rx) = mpsc::channel(RUN_CHANNEL_CAPACITY);
@@ -561,6 +569,29 @@ impl Session {
         }
         self.inner.trace.flush().await;
     }
+}
+
+/// A run's input must be complete model messages from this session (no partials, events,
+/// session metadata or origin-tagged messages): the engine writes it to the trace and sends it
+/// to the model as is.
+pub fn check_run_input(input: &[OmniMessage]) -> Result<(), HarnessError> {
+    for (index, msg) in input.iter().enumerate() {
+        let what = match &msg.body {
+            crate::protocol::Body::SessionMeta(_) => Some("a session_meta".to_owned()),
+            crate::protocol::Body::Event(_) => Some("an event_msg".to_owned()),
+            crate::protocol::Body::Model(p) if p.is_partial() => {
+                Some("a partial model message".to_owned())
+            }
+            crate::protocol::Body::Model(_) if msg.has_origin() => {
+                Some("a message from a subagent (it has an origin)".to_owned())
+            }
+            crate::protocol::Body::Model(_) => None,
+        };
+        if let Some(what) = what {
+            return Err(HarnessError::InvalidInput { index, what });
+        }
+    }
+    Ok(())
 }
 
 /// What [`RunHandle::try_next`] found.
@@ -642,5 +673,42 @@ impl RunHandle {
 impl Drop for RunHandle {
     fn drop(&mut self) {
         self.cancel.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{
+        EventType, StopReason, partial_text, request_begin, tool_call_output, user_image_url,
+        user_text, with_origin,
+    };
+
+    #[test]
+    fn run_input_takes_complete_model_messages_only() {
+        let ok = vec![
+            user_text("hi"),
+            user_image_url("data:image/png;base64,AA=="),
+            tool_call_output("out", "c1", StopReason::Completed, None),
+        ];
+        assert!(check_run_input(&ok).is_ok());
+        let table = [
+            (request_begin(), "an event_msg"),
+            (
+                partial_text(EventType::Delta, "x", StopReason::Completed),
+                "a partial model message",
+            ),
+            (
+                with_origin(user_text("x"), "child"),
+                "a message from a subagent (it has an origin)",
+            ),
+        ];
+        for (bad, what) in table {
+            let err = check_run_input(&[user_text("a"), bad]).err();
+            assert!(
+                matches!(&err, Some(HarnessError::InvalidInput { index: 1, what: w }) if w == what),
+                "{err:?}"
+            );
+        }
     }
 }

@@ -652,3 +652,27 @@ async fn the_anthropic_loop_replays_signed_thinking_and_feeds_parallel_results_i
         &stream[1..],
     );
 }
+
+#[tokio::test]
+async fn the_agent_vault_reaches_commands_but_not_the_model() {
+    let server = ScriptedServer::start(vec![
+        Reply::sse(openai::exec(
+            "call_1",
+            "test \"$DEPLOY_TOKEN\" = s3cret && echo token is set",
+        )),
+        Reply::sse(openai::text("ok")),
+    ])
+    .await;
+    let t = TestAgent::new();
+    std::fs::write(t.agent.paths().vault(), "DEPLOY_TOKEN = \"s3cret\"\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let session = t.session(ClientType::OpenAiChat, &server.openai_base_url());
+    let stream = run_task(&session, "check the token", allow()).await;
+    assert_eq!(
+        output_of(&stream, "call_1").as_deref(),
+        Some("token is set\n")
+    );
+    for req in server.requests() {
+        assert!(!req.body.to_string().contains("s3cret"));
+    }
+}

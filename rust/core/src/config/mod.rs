@@ -76,6 +76,39 @@ pub enum ConfigError {
     },
 }
 
+/// Reads an agent's `.vault.toml`: `NAME = "value"` pairs that become environment variables
+/// of its shell commands (values never reach the model). A missing file is an empty vault; a
+/// value that is not a string is an error naming the key.
+pub fn load_vault(path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    table
+        .into_iter()
+        .map(|(k, v)| match v {
+            toml::Value::String(s) => Ok((k, s)),
+            other => Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "vault entry \"{k}\" must be a string, not {}",
+                    other.type_str()
+                ),
+            }),
+        })
+        .collect()
+}
+
 /// Checks a project/agent/session id against `^[A-Za-z0-9_-]+$`.
 pub fn validate_id(kind: &'static str, value: &str) -> Result<(), ConfigError> {
     if !value.is_empty()
@@ -120,6 +153,32 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vaults_hold_strings_only() {
+        let dir = std::env::temp_dir().join(format!("ph-vault-{}", rand::random::<u32>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(".vault.toml");
+        assert_eq!(load_vault(&path).unwrap(), vec![]);
+        std::fs::write(&path, "API_TOKEN = \"s3cret\"\nOTHER = \"x\"\n").unwrap();
+        assert_eq!(
+            load_vault(&path).unwrap(),
+            vec![
+                ("API_TOKEN".to_owned(), "s3cret".to_owned()),
+                ("OTHER".to_owned(), "x".to_owned())
+            ]
+        );
+        std::fs::write(&path, "PORT = 8080\n").unwrap();
+        let err = load_vault(&path)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("vault entry \"PORT\" must be a string, not integer"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn ids_are_validated() {

@@ -28,6 +28,7 @@ use crate::error::HarnessError;
 use crate::llm::{ClientOptions, ModelClient, ThinkingLevel, build_client};
 use crate::protocol::{ContextWindow, OmniMessage, SessionMeta, SessionSource, ToolSpec};
 use crate::tools::ToolServices;
+use crate::tools::exec::CommandSessionManager;
 use crate::tools::image::VisionModel;
 use crate::tools::subagent::{
     KILL_WAIT as SUBAGENT_KILL_WAIT, MAX_SUBAGENT_DEPTH, SpawnContext, SubagentManager,
@@ -247,7 +248,9 @@ impl Agent {
         if opts.depth >= MAX_SUBAGENT_DEPTH {
             definitions.retain(|d| !is_subagent_tool(&d.name));
         }
+        let vault = crate::config::load_vault(&self.paths.vault())?;
         let services = ToolServices {
+            commands: Arc::new(CommandSessionManager::with_vault(vault)),
             vision: self.vision_model(&model)?,
             ..ToolServices::default()
         }

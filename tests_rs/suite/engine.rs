@@ -658,7 +658,7 @@ async fn the_agent_vault_reaches_commands_but_not_the_model() {
     let server = ScriptedServer::start(vec![
         Reply::sse(openai::exec(
             "call_1",
-            "test \"$DEPLOY_TOKEN\" = s3cret && echo token is set",
+            "test ${#DEPLOY_TOKEN} = 6 && echo token is set",
         )),
         Reply::sse(openai::text("ok")),
     ])

@@ -51,7 +51,9 @@ def test_quickstart_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     setup = stdout(0).splitlines()
     workspace = Path(setup[0].removeprefix("workspace: "))
     assert workspace.parent == data / "default_project" / "agents" / "default_agent" / "workspaces"
-    assert setup[1] == "tools: ['exec_command', 'input_command']"
+    assert setup[1] == (
+        "tools: ['exec_command', 'input_command', 'run_subagent', 'input_subagent', 'read_image']"
+    )
 
     # Tool outputs arrive in completion order, so compare the run's lines as a multiset.
     assert Counter(stdout(2).splitlines()) == Counter(

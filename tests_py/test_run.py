@@ -207,7 +207,14 @@ def test_session_surface(session: ph.Session, workspace: Path, root: Path) -> No
     assert session.trace_path.is_relative_to(
         root / "default_project" / "agents" / "default_agent" / "traces"
     )
-    assert [t["name"] for t in session.tools()] == ["exec_command", "input_command"]
+    # The six tools, minus describe_image: the inline model accepts images.
+    assert [t["name"] for t in session.tools()] == [
+        "exec_command",
+        "input_command",
+        "run_subagent",
+        "input_subagent",
+        "read_image",
+    ]
     assert session.tools()[0]["parameters"]["required"] == ["cmd"]
     assert session.tool_permission("exec_command") == "rw"
     assert session.tool_permission("no_such_tool") is None

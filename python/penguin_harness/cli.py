@@ -181,10 +181,12 @@ class Renderer:
             self._output(msg, p)
         elif kind == "request_end" and p["status"] != "completed":
             text = f"{tag}! model request {p['status']}"
+            if p.get("attempt") is not None:
+                text += f" (attempt {p['attempt']})"
             if p.get("error_message"):
                 text += f": {p['error_message']}"
             if p.get("retry_in_ms") is not None:
-                text += f" (retrying in {p['retry_in_ms'] / 1000:.1f} s)"
+                text += f"; retrying in {p['retry_in_ms'] / 1000:g} s"
             c.line(c.red(text))
         elif kind == "token_usage" and not tag:
             self.session_tokens = int(p["session"]["total"])
@@ -342,11 +344,10 @@ def open_session(args: argparse.Namespace, console: Console) -> ph.Session:
         )
         how = "session"
     meta = session.meta
-    console.line(
-        console.dim(
-            f"{how} {session.id} · {meta['provider']}/{meta['model_id']} · {session.workspace}"
-        )
-    )
+    # A resumed session keeps its first model in the metadata; name the one in use.
+    provider = args.provider or meta["provider"]
+    model_id = args.model_id or meta["model_id"]
+    console.line(console.dim(f"{how} {session.id} · {provider}/{model_id} · {session.workspace}"))
     return session
 
 

@@ -243,6 +243,11 @@ def test_thinking_and_an_explicit_workspace_reach_the_session(
     assert Path(session_line(out.stderr)[3]) == other
     body = server.requests[0].body
     assert isinstance(body, dict) and body["reasoning_effort"] == "high"
+    # `none` sends no reasoning level at all (for models that reject the field).
+    server.push(text("ok"))
+    assert cli.run("run", "-m", "hi", "--thinking", "none").returncode == 0
+    body = server.requests[1].body
+    assert isinstance(body, dict) and "reasoning_effort" not in body
 
 
 def test_ctrl_c_aborts_the_run_and_kills_the_command(cli: Cli, server: ScriptedServer) -> None:
@@ -259,6 +264,32 @@ def test_ctrl_c_aborts_the_run_and_kills_the_command(cli: Cli, server: ScriptedS
         assert stderr.splitlines()[1:] == [
             '» exec_command(cmd="echo $$ > pid; exec sleep 30")',
             "^C: aborting the task…",
+            "  ⎿ [interrupted: tool aborted by user]",
+            "    [aborted]",
+            "✗ aborted: aborted by user",
+        ]
+        wait_for("the command's process group to be gone", lambda: process_gone(pid))
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_sigterm_aborts_the_task_kills_the_command_and_exits_143(
+    cli: Cli, server: ScriptedServer, command: str
+) -> None:
+    configured(cli, server)
+    pid_file = cli.workspace / "pid"
+    server.push(tool_calls(exec_call("c1", "echo $$ > pid; exec sleep 30")))
+    with reaped(pid_file):
+        if command == "run":
+            proc = cli.start("run", "-m", "sleep")
+        else:
+            proc = cli.start("chat", stdin_pipe=True)
+            proc.write("sleep\n")
+        wait_for("the command to start", lambda: pid_file.exists() and pid_file.read_text() != "")
+        pid = int(pid_file.read_text())
+        proc.signal(signal.SIGTERM)
+        code, _, stderr = proc.finish()
+        assert code == 143
+        assert stderr.splitlines()[-3:] == [
             "  ⎿ [interrupted: tool aborted by user]",
             "    [aborted]",
             "✗ aborted: aborted by user",

@@ -10,7 +10,8 @@ tool call with a compact view of its output, approval prompts, errors) goes to s
 
 Exit codes: 0 the task completed; 1 the task ended in ``abort`` (Ctrl-C, an authentication
 error, reconnects exhausted, ...) or the approval mode is unknown; 2 the command could not
-start (bad arguments, no model configured, unknown model or session, bad workspace).
+start (bad arguments, no model configured, unknown model or session, bad workspace); 143
+after SIGTERM (the running task is aborted first, so its commands are killed).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 #: Conventional status of a process ended by Ctrl-C before it could clean up (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+#: Status after SIGTERM, once the running task was aborted (128 + SIGTERM).
+EXIT_TERMINATED = 143
 
 #: Output lines shown per tool call; the rest is counted (``… N more lines``).
 OUTPUT_PREVIEW_LINES = 4
@@ -259,14 +262,16 @@ class Asker:
 
 
 class Controller:
-    """Ctrl-C: ends a pending read (an approval prompt denies; the chat prompt starts over),
-    else aborts the running task."""
+    """Signals. Ctrl-C (SIGINT) ends a pending read (an approval prompt denies; the chat
+    prompt starts over), else aborts the running task. SIGTERM aborts the running task and
+    ends the command, so its commands are killed rather than orphaned."""
 
     def __init__(self, console: Console, reader: LineReader) -> None:
         self.console = console
         self.reader = reader
         self.run: ph.Run | None = None
         self.interrupted = False
+        self.terminating = False
 
     def on_sigint(self) -> None:
         if self.reader.interrupt():
@@ -275,6 +280,13 @@ class Controller:
             self.interrupted = True
             self.run.abort()
             self.console.line(self.console.dim("^C: aborting the task…"))
+
+    def on_sigterm(self) -> None:
+        self.terminating = True
+        if self.run is not None:
+            self.interrupted = True
+            self.run.abort()
+        self.reader.interrupt()
 
 
 @dataclass
@@ -357,6 +369,9 @@ async def chat_loop(ctx: Context, session: ph.Session) -> int:
     while True:
         c.prompt("> ")
         line = await ctx.reader.readline()
+        if ctx.controller.terminating:
+            c.answered("")
+            return EXIT_TERMINATED
         if line is INTERRUPTED:
             c.answered(" (Ctrl-D or /exit quits)")
             continue
@@ -370,6 +385,8 @@ async def chat_loop(ctx: Context, session: ph.Session) -> int:
             return EXIT_OK
         if task:
             await run_task(ctx, session, task)
+            if ctx.controller.terminating:
+                return EXIT_TERMINATED
 
 
 async def interactive(args: argparse.Namespace, chat: bool) -> int:
@@ -391,13 +408,18 @@ async def interactive(args: argparse.Namespace, chat: bool) -> int:
     ctx = Context(console, reader, asker, controller, policy, stdin_is_tty)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, controller.on_sigint)
+    loop.add_signal_handler(signal.SIGTERM, controller.on_sigterm)
     try:
         with session:
             if chat:
                 return await chat_loop(ctx, session)
-            return EXIT_OK if await run_task(ctx, session, args.message) else EXIT_FAILED
+            completed = await run_task(ctx, session, args.message)
+            if controller.terminating:
+                return EXIT_TERMINATED
+            return EXIT_OK if completed else EXIT_FAILED
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def error(message: str) -> None:
@@ -549,7 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"tool call approval: {', '.join(APPROVAL_MODES)} (default: allow-all)",
     )
     session.add_argument(
-        "--thinking", choices=THINKING_LEVELS, help="reasoning level sent to the model"
+        "--thinking",
+        choices=THINKING_LEVELS,
+        help="reasoning level sent to the model (default: the agent's, medium); none sends none",
     )
     session.add_argument(
         "--resume",
@@ -591,8 +615,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="stored in the project file (mode 0600); default: $<PROVIDER>_API_KEY, "
         "then $OPENAI_API_KEY / $ANTHROPIC_API_KEY",
     )
-    add.add_argument("--client-type", choices=CLIENT_TYPES, default="openai-chat")
-    add.add_argument("--context-window", type=positive_int, metavar="N")
+    add.add_argument(
+        "--client-type",
+        choices=CLIENT_TYPES,
+        default="openai-chat",
+        help="wire protocol (default: openai-chat)",
+    )
+    add.add_argument(
+        "--context-window", type=positive_int, metavar="N", help="context window in tokens"
+    )
     add.add_argument("--max-tokens", type=int, metavar="N", help="output cap (<= 0: none sent)")
     add.add_argument("--no-vision", action="store_true", help="the model does not accept images")
     add.add_argument("--set-default", action="store_true", help="use it when no model is named")

@@ -263,7 +263,7 @@ def test_ctrl_c_aborts_the_run_and_kills_the_command(cli: Cli, server: ScriptedS
         assert (code, stdout) == (1, "")
         assert stderr.splitlines()[1:] == [
             '» exec_command(cmd="echo $$ > pid; exec sleep 30")',
-            "^C: aborting the task…",
+            "Ctrl-C: aborting the task…",
             "  ⎿ [interrupted: tool aborted by user]",
             "    [aborted]",
             "✗ aborted: aborted by user",

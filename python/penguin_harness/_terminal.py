@@ -103,6 +103,12 @@ class LineReader:
         return raw.decode("utf-8", errors="replace").removesuffix("\r")
 
 
+#: Control characters dropped from answer text written to a terminal (all C0 but tab and
+#: newline, DEL, C1): the model's text must not move the cursor or rewrite the screen. Text
+#: written to a file or pipe is kept as is.
+_TERMINAL_UNSAFE = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])
+del _TERMINAL_UNSAFE[0x09], _TERMINAL_UNSAFE[0x0A]
+
 _DIM = "\x1b[2m"
 _BOLD = "\x1b[1m"
 _RED = "\x1b[31m"
@@ -142,6 +148,8 @@ class Console:
         """Streams answer text."""
         if not chunk:
             return
+        if self._out_tty:
+            chunk = chunk.translate(_TERMINAL_UNSAFE)
         if self._held is not None:
             self._held.append((True, chunk))
             return

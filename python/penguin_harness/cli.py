@@ -60,6 +60,15 @@ class CliError(Exception):
 # ---- rendering ------------------------------------------------------------------------------
 
 
+#: Control characters shown escaped in call lines and output previews (all C0 but tab, DEL,
+#: C1): a tool's output must not move the cursor, recolor or retitle the person's terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c != 0x09}
+
+
+def printable(text: str) -> str:
+    return text.translate(_CONTROL)
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, marked with ``…`` when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -81,13 +90,16 @@ def compact_arguments(arguments: str) -> str:
 
 
 def describe_call(name: str, arguments: str) -> str:
-    return f"{name}({compact_arguments(arguments)})"
+    return printable(f"{name}({compact_arguments(arguments)})")
 
 
 def preview_output(output: str) -> list[str]:
     """The first lines of a tool's output, then ``… N more lines``."""
     lines = output.rstrip("\n").split("\n")
-    shown = [clip(line, OUTPUT_LINE_CHARS) for line in lines[:OUTPUT_PREVIEW_LINES]]
+    shown = [
+        clip(printable(line.removesuffix("\r")), OUTPUT_LINE_CHARS)
+        for line in lines[:OUTPUT_PREVIEW_LINES]
+    ]
     rest = len(lines) - OUTPUT_PREVIEW_LINES
     if rest > 0:
         shown.append(f"… {rest} more line{'s' if rest != 1 else ''}")
@@ -279,7 +291,7 @@ class Controller:
         if self.run is not None:
             self.interrupted = True
             self.run.abort()
-            self.console.line(self.console.dim("^C: aborting the task…"))
+            self.console.line(self.console.dim("Ctrl-C: aborting the task…"))
 
     def on_sigterm(self) -> None:
         self.terminating = True

@@ -64,7 +64,7 @@ def test_run_streams_the_answer_and_shows_calls_compactly(cli: Cli, server: Scri
         "    3",
         "    4",
         "    … 2 more lines",
-        f"✓ done · {2 * TOKENS_PER_REQUEST} tokens",
+        f"✓ done · {2 * TOKENS_PER_REQUEST} session tokens",
     ]
     # The session's trace holds the task.
     assert [m["content"] for m in messages_sent(server.requests[0])] == ["count to six"]
@@ -82,7 +82,7 @@ def test_a_failed_command_shows_its_stop_reason(cli: Cli, server: ScriptedServer
         "    ",
         "    [exit code: 3]",
         "    [failed]",
-        f"✓ done · {2 * TOKENS_PER_REQUEST} tokens",
+        f"✓ done · {2 * TOKENS_PER_REQUEST} session tokens",
     ]
 
 
@@ -95,7 +95,7 @@ def test_deny_all_denies_without_asking(cli: Cli, server: ScriptedServer) -> Non
         '» exec_command(cmd="touch made")',
         "  ⎿ Tool call denied by user.",
         "    [aborted]",
-        f"✓ done · {2 * TOKENS_PER_REQUEST} tokens",
+        f"✓ done · {2 * TOKENS_PER_REQUEST} session tokens",
     ]
     assert not (cli.workspace / "made").exists()
     assert decisions(cli, session_line(out.stderr)[1]) == {"c1": "deny"}

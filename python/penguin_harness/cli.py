@@ -334,7 +334,9 @@ async def run_task(ctx: Context, session: ph.Session, text: str) -> bool:
     if ctx.controller.interrupted:  # aborted before it started: no abort event to show
         c.line(c.red("✗ aborted before the task started"))
         return False
-    tokens = "" if renderer.session_tokens is None else f" · {renderer.session_tokens} tokens"
+    tokens = (
+        "" if renderer.session_tokens is None else f" · {renderer.session_tokens} session tokens"
+    )
     c.line(c.dim(f"✓ done{tokens}"))
     return True
 

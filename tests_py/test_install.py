@@ -50,7 +50,7 @@ def test_pip_install_into_a_fresh_venv(tmp_path: Path) -> None:
     )
     script = tmp_path / "check.py"
     script.write_text(CHECK)
-    with ScriptedServer([text("installed and running")]) as server:
+    with ScriptedServer([text("installed and running"), text("from the command line")]) as server:
         out = subprocess.run(
             [str(python), str(script), server.openai_base_url, str(tmp_path / "data")],
             capture_output=True,
@@ -59,7 +59,27 @@ def test_pip_install_into_a_fresh_venv(tmp_path: Path) -> None:
             cwd=tmp_path,
             timeout=120,
         )
-    assert (out.returncode, out.stderr) == (0, "")
-    answer, location = out.stdout.splitlines()
-    assert answer == "installed and running"
-    assert Path(location).is_relative_to(venv)
+        assert (out.returncode, out.stderr) == (0, "")
+        answer, location = out.stdout.splitlines()
+        assert answer == "installed and running"
+        assert Path(location).is_relative_to(venv)
+
+        # The README's quick start with the installed `penguin` script.
+        penguin = str(venv / "bin" / "penguin")
+        cli_env = {**env, "PENGUIN_HOME": str(tmp_path / "cli-data")}
+        for args in (
+            ["config", "model", "add", "--provider", "local", "--model-id", "m",
+             "--base-url", server.openai_base_url, "--set-default"],
+            ["run", "-m", "hi"],
+        ):  # fmt: skip
+            out = subprocess.run(
+                [penguin, *args],
+                capture_output=True,
+                text=True,
+                env=cli_env,
+                cwd=tmp_path,
+                stdin=subprocess.DEVNULL,
+                timeout=120,
+            )
+            assert out.returncode == 0, out
+        assert out.stdout == "from the command line\n"

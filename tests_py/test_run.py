@@ -207,6 +207,7 @@ def test_session_surface(session: ph.Session, workspace: Path, root: Path) -> No
     assert session.trace_path.is_relative_to(
         root / "default_project" / "agents" / "default_agent" / "traces"
     )
+    # The six tools, minus describe_image: the inline model accepts images.
     assert [t["name"] for t in session.tools()] == [
         "exec_command",
         "input_command",

@@ -24,6 +24,7 @@ from penguin_harness._core import (
     ModelError,
     Policy,
     PolicyError,
+    Project,
     ResumeError,
     Run,
     RuntimeClosedError,
@@ -37,6 +38,7 @@ from penguin_harness._core import (
     WorkspaceError,
     __version__,
     create_agent,
+    open_project,
     read_trace,
 )
 from penguin_harness.messages import (
@@ -47,7 +49,7 @@ from penguin_harness.messages import (
     user_image,
     user_text,
 )
-from penguin_harness.types import ApproveFn, OmniMessage, ToolCallMessage
+from penguin_harness.types import ApproveFn, ModelInfo, OmniMessage, ToolCallMessage
 
 __all__ = [
     "Agent",
@@ -58,9 +60,11 @@ __all__ = [
     "MessageError",
     "Model",
     "ModelError",
+    "ModelInfo",
     "OmniMessage",
     "Policy",
     "PolicyError",
+    "Project",
     "ResumeError",
     "Run",
     "RuntimeClosedError",
@@ -80,6 +84,7 @@ __all__ = [
     "is_event",
     "is_partial",
     "is_session_meta",
+    "open_project",
     "read_trace",
     "user_image",
     "user_text",

@@ -8,6 +8,7 @@ from typing import Literal, Self, final
 
 from penguin_harness.types import (
     ApproveFn,
+    ModelInfo,
     ModelMessage,
     OmniMessage,
     SessionMetaPayload,
@@ -24,6 +25,7 @@ __all__ = [
     "ModelError",
     "Policy",
     "PolicyError",
+    "Project",
     "ResumeError",
     "Run",
     "RuntimeClosedError",
@@ -38,6 +40,7 @@ __all__ = [
     "__version__",
     "_shutdown_runtime",
     "create_agent",
+    "open_project",
     "read_trace",
     "user_image",
     "user_text",
@@ -163,6 +166,29 @@ class Agent:
         first run.
         """
 
+    def resume_session(
+        self,
+        session_id: str,
+        *,
+        model: Model | None = None,
+        provider: str | None = None,
+        model_id: str | None = None,
+        thinking_level: _ThinkingLevel | None = None,
+    ) -> Session:
+        """Reopens a session from its latest trace file and keeps appending to it.
+
+        The context, the carry-over and the token counters are rebuilt by replaying the trace;
+        tool calls that never got an output (the process exited) are answered with
+        ``[interrupted: process exited before the tool finished]``. The model is ``model``,
+        else the configured ``(provider, model_id)`` pair, else the trace's own pair looked up
+        in the project config; a session started with an inline ``Model`` needs ``model=``
+        again. The workspace is the session's own. Raises ``SessionNotFoundError`` for an
+        unknown id and ``ResumeError`` when the trace cannot be resumed.
+        """
+    def latest_session_id(self) -> str | None:
+        """The most recently written session of this agent (subagent sessions skipped);
+        ``None`` when there is none."""
+
 @final
 class Session:
     """A conversation with one model in one workspace.
@@ -267,6 +293,30 @@ class Policy:
     def first_match(policies: list[Policy | ApproveFn]) -> Policy: ...
 
 @final
+class Project:
+    """A project's model configuration, ``<root>/<project_id>/.project_config.toml``.
+
+    Every change rewrites the file with mode 0600 (it may hold keys). Keys not stored in the
+    file come from ``<PROVIDER>_API_KEY``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+    """
+
+    @property
+    def project_id(self) -> str: ...
+    @property
+    def config_path(self) -> Path: ...
+    def models(self) -> list[ModelInfo]:
+        """The configured models, in file order, with where each key comes from (never the
+        key)."""
+    def add_model(self, model: Model, *, set_default: bool = False) -> bool:
+        """Adds ``model``, replacing one with the same ``(provider, model_id)``; returns
+        whether one was replaced. Raises ``ConfigError`` for an entry that cannot work."""
+    def remove_model(self, provider: str, model_id: str) -> None:
+        """Removes a model and any default/vision reference to it; ``ConfigError`` if it is
+        not configured."""
+    def set_vision_model(self, provider: str, model_id: str) -> None:
+        """Makes a configured model that accepts images the describer of ``describe_image``."""
+
+@final
 class TraceReader:
     """Iterator over a trace file's messages."""
 
@@ -280,6 +330,12 @@ def create_agent(
     root: _StrPath | None = None,
 ) -> Agent:
     """Opens ``<root>/<project_id>/agents/<agent_id>``, creating defaults when absent.
+
+    ``root=None`` uses ``$PENGUIN_HOME`` or ``~/.penguin/data``.
+    """
+
+def open_project(project_id: str = "default_project", *, root: _StrPath | None = None) -> Project:
+    """A project's model configuration; nothing is written until the first change.
 
     ``root=None`` uses ``$PENGUIN_HOME`` or ``~/.penguin/data``.
     """

@@ -330,6 +330,38 @@ ApproveFn = Callable[[ToolCallMessage], Union[ApprovalResult, Awaitable[Approval
 """An approval callback, sync or ``async def``. It receives the ``tool_call`` message; annotate
 its parameter as ``ToolCallMessage`` (or ``Mapping[str, Any]``)."""
 
+# ---- model configuration --------------------------------------------------------------------
+
+
+class _SourceBase(TypedDict):
+    kind: Literal["config", "env", "missing", "default"]
+
+
+class Source(_SourceBase, total=False):
+    """Where a model's key or base URL comes from: ``{"kind": "config"}``, ``{"kind": "env",
+    "var": "OPENAI_API_KEY"}``, ``{"kind": "missing", "looked_at": [...]}`` (keys) or
+    ``{"kind": "default"}`` (base URLs)."""
+
+    var: str
+    looked_at: list[str]
+
+
+class ModelInfo(TypedDict):
+    """One configured model as ``Project.models()`` lists it; the key itself is never shown."""
+
+    provider: str
+    model_id: str
+    client_type: Literal["openai-chat", "anthropic-messages"]
+    base_url: str
+    base_url_source: Source
+    api_key: Source
+    context_window: int | None
+    max_tokens: int | None
+    vision: bool
+    is_default: bool
+    is_vision_model: bool
+
+
 __all__ = [
     "AbortPayload",
     "ApprovalDecisionPayload",
@@ -347,6 +379,7 @@ __all__ = [
     "ImageUrlPayload",
     "InlineDataPayload",
     "InlineThinkingPayload",
+    "ModelInfo",
     "ModelMessage",
     "ModelPayload",
     "OmniMessage",
@@ -359,6 +392,7 @@ __all__ = [
     "Role",
     "SessionMetaMessage",
     "SessionMetaPayload",
+    "Source",
     "StopReason",
     "SubagentPayload",
     "TextPayload",

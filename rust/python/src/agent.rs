@@ -21,6 +21,13 @@ pub struct PyModel {
     entry: ModelEntry,
 }
 
+impl PyModel {
+    /// The core entry.
+    pub fn entry(&self) -> &ModelEntry {
+        &self.entry
+    }
+}
+
 #[pymethods]
 impl PyModel {
     #[new]
@@ -193,6 +200,42 @@ impl PyAgent {
         };
         runtime::register_session(&session);
         Ok(PySession { session })
+    }
+
+    #[pyo3(signature = (
+        session_id,
+        *,
+        model = None,
+        provider = None,
+        model_id = None,
+        thinking_level = None,
+    ))]
+    fn resume_session(
+        &self,
+        session_id: &str,
+        model: Option<PyRef<'_, PyModel>>,
+        provider: Option<String>,
+        model_id: Option<String>,
+        thinking_level: Option<&str>,
+    ) -> Result<PySession, BindingError> {
+        let opts = SessionOptions {
+            model: model.map(|m| m.entry.clone()),
+            provider,
+            model_id,
+            thinking_level: thinking_from_py(thinking_level)?,
+            ..SessionOptions::default()
+        };
+        let rt = runtime::handle()?;
+        let session = {
+            let _in_runtime = rt.enter();
+            Arc::new(self.agent.resume_session(session_id, opts)?)
+        };
+        runtime::register_session(&session);
+        Ok(PySession { session })
+    }
+
+    fn latest_session_id(&self) -> Result<Option<String>, BindingError> {
+        Ok(self.agent.latest_session_id()?)
     }
 
     fn __repr__(&self) -> String {

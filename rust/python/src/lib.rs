@@ -3,13 +3,15 @@
 //! Users import `penguin_harness`, which re-exports what is public here. Modules:
 //! [`runtime`] (the extension's tokio runtime, its exit hook, the detach-and-wait helper),
 //! [`errors`] (the exception hierarchy, mapped in one place), [`convert`] (dicts ⇄ core
-//! messages), [`agent`] (`Model`, `Agent`, `Session`), [`run`] (`Run`, the async iterator) and
+//! messages), [`agent`] (`Model`, `Agent`, `Session`), [`project`] (`Project`, the model
+//! configuration), [`run`] (`Run`, the async iterator) and
 //! [`approve`] (Python callables as approvers, `Policy`).
 
 mod agent;
 mod approve;
 mod convert;
 mod errors;
+mod project;
 mod run;
 mod runtime;
 
@@ -70,7 +72,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<run::PyRun>()?;
     m.add_class::<approve::PyPolicy>()?;
     m.add_class::<TraceReader>()?;
+    m.add_class::<project::PyProject>()?;
     m.add_function(wrap_pyfunction!(agent::create_agent, m)?)?;
+    m.add_function(wrap_pyfunction!(project::open_project, m)?)?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(user_text, m)?)?;
     m.add_function(wrap_pyfunction!(user_image, m)?)?;

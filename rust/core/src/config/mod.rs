@@ -7,7 +7,10 @@ pub mod tools;
 
 use std::path::{Path, PathBuf};
 
-pub use project::{ClientType, ModelEntry, ModelRef, ProjectConfig};
+pub use project::{
+    BaseUrlSource, ClientType, KeySource, ModelEntry, ModelRef, ModelSummary, ProjectConfig,
+    ProjectFile,
+};
 pub use system::{ModelSettings, ReconnectSettings, SystemConfig, render_template};
 pub use tools::{
     DEFAULT_MAX_OUTPUT_LENGTH, DEFAULT_TIMEOUT_MS, ForModel, Permission, ToolDefinitionConfig,
@@ -63,6 +66,9 @@ pub enum ConfigError {
         /// Model half.
         model_id: String,
     },
+    /// A model entry has a value that cannot work (empty id, bad URL, ...).
+    #[error("invalid model entry: {0}")]
+    InvalidModel(String),
     /// A client type name is not one of the supported protocols.
     #[error("unknown client type \"{0}\" (expected openai-chat or anthropic-messages)")]
     UnknownClientType(String),
@@ -258,6 +264,148 @@ mod tests {
             (None, None)
         );
         assert_eq!(cfg.models.len(), 1);
+    }
+
+    #[test]
+    fn key_and_url_sources_never_carry_the_key() {
+        let mut m = ModelEntry::new("my.lab-1", "m");
+        assert_eq!(
+            m.key_env_vars(),
+            ["MY_LAB_1_API_KEY".to_owned(), "OPENAI_API_KEY".to_owned()]
+        );
+        m.client_type = ClientType::AnthropicMessages;
+        m.provider = "anthropic".into();
+        assert_eq!(m.key_env_vars(), ["ANTHROPIC_API_KEY".to_owned()]);
+        m.api_key = Some("sk-secret".into());
+        m.base_url = Some("http://127.0.0.1:9/".into());
+        assert_eq!(m.api_key_source(), KeySource::Config);
+        assert_eq!(m.base_url_source(), BaseUrlSource::Config);
+        let mut cfg = ProjectConfig::default();
+        cfg.upsert_model(m, false);
+        let shown = serde_json::to_value(cfg.summaries()).unwrap_or_default();
+        assert_eq!(
+            shown,
+            serde_json::json!([{
+                "provider": "anthropic", "model_id": "m", "client_type": "anthropic-messages",
+                "base_url": "http://127.0.0.1:9/", "base_url_source": {"kind": "config"},
+                "api_key": {"kind": "config"}, "context_window": null, "max_tokens": null,
+                "vision": true, "is_default": true, "is_vision_model": false
+            }])
+        );
+        assert!(!shown.to_string().contains("sk-secret"));
+    }
+
+    #[test]
+    fn model_entries_are_validated() {
+        type Row = (
+            &'static str,
+            &'static str,
+            Option<&'static str>,
+            Option<u64>,
+            Option<&'static str>,
+        );
+        let table: [Row; 6] = [
+            (
+                "local",
+                "qwen3:8b",
+                Some("http://127.0.0.1:11434/v1"),
+                Some(8192),
+                None,
+            ),
+            (
+                "",
+                "m",
+                None,
+                None,
+                Some("provider \"\" must be letters, digits, '-', '_' or '.'"),
+            ),
+            (
+                "my lab",
+                "m",
+                None,
+                None,
+                Some("provider \"my lab\" must be letters, digits, '-', '_' or '.'"),
+            ),
+            (
+                "p",
+                " m",
+                None,
+                None,
+                Some("model id \" m\" must be non-empty without surrounding spaces"),
+            ),
+            (
+                "p",
+                "m",
+                Some("127.0.0.1:8000"),
+                None,
+                Some("base URL \"127.0.0.1:8000\" must start with http:// or https://"),
+            ),
+            (
+                "p",
+                "m",
+                None,
+                Some(0),
+                Some("context window must be a positive number of tokens"),
+            ),
+        ];
+        for (provider, model_id, url, window, err) in table {
+            let mut m = ModelEntry::new(provider, model_id);
+            m.base_url = url.map(str::to_owned);
+            m.context_window = window;
+            assert_eq!(
+                m.validate().err().map(|e| e.to_string()),
+                err.map(|e| format!("invalid model entry: {e}")),
+                "{provider}/{model_id}"
+            );
+        }
+    }
+
+    #[test]
+    fn project_file_edits_keep_the_file_private_and_check_references() {
+        let dir = std::env::temp_dir().join(format!("ph-pf-{}", rand::random::<u32>()));
+        let file = ProjectFile::new(dir.join("p").join(".project_config.toml"));
+        assert_eq!(file.models().map(|m| m.len()).ok(), Some(0));
+        assert!(matches!(
+            file.remove_model("a", "1"),
+            Err(ConfigError::UnknownModel { .. })
+        ));
+        let mut text_only = ModelEntry::new("a", "1");
+        text_only.vision = false;
+        assert_eq!(file.add_model(text_only, false).ok(), Some(false));
+        assert_eq!(
+            file.add_model(ModelEntry::new("b", "2"), true).ok(),
+            Some(false)
+        );
+        assert!(file.add_model(ModelEntry::new("", "x"), false).is_err());
+        assert!(matches!(
+            file.set_vision_model("a", "1"),
+            Err(ConfigError::InvalidModel(_))
+        ));
+        assert!(matches!(
+            file.set_vision_model("c", "3"),
+            Err(ConfigError::UnknownModel { .. })
+        ));
+        assert!(file.set_vision_model("b", "2").is_ok());
+        let flags: Vec<(String, bool, bool)> = file
+            .models()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| (m.model_id, m.is_default, m.is_vision_model))
+            .collect();
+        assert_eq!(
+            flags,
+            [("1".to_owned(), false, false), ("2".to_owned(), true, true)]
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(file.path())
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0);
+        assert_eq!(mode, 0o600);
+        assert!(file.remove_model("b", "2").is_ok());
+        let cfg = file.load().unwrap_or_default();
+        assert_eq!((cfg.default_model, cfg.vision_model), (None, None));
+        assert_eq!(cfg.models.len(), 1);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

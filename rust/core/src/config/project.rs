@@ -1,7 +1,7 @@
 //! `.project_config.toml` (SPEC §7): the models a project can use, the default model and the
 //! vision model. Written with mode 0600 because it may hold API keys.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -128,34 +128,171 @@ impl ModelEntry {
             .collect()
     }
 
+    /// The environment variables that may hold this entry's key, in lookup order:
+    /// `<PROVIDER>_API_KEY`, then the client type's usual variable (`OPENAI_API_KEY` /
+    /// `ANTHROPIC_API_KEY`) when it differs.
+    pub fn key_env_vars(&self) -> Vec<String> {
+        let own = format!("{}_API_KEY", self.env_prefix());
+        let usual = match self.client_type {
+            ClientType::OpenAiChat => "OPENAI_API_KEY",
+            ClientType::AnthropicMessages => "ANTHROPIC_API_KEY",
+        };
+        if own == usual {
+            vec![own]
+        } else {
+            vec![own, usual.to_owned()]
+        }
+    }
+
+    /// Where the key comes from (never the key itself): the entry, the first set variable of
+    /// [`ModelEntry::key_env_vars`], or nowhere.
+    pub fn api_key_source(&self) -> KeySource {
+        if self.api_key.as_deref().is_some_and(|k| !k.is_empty()) {
+            return KeySource::Config;
+        }
+        let vars = self.key_env_vars();
+        match vars.iter().find(|v| env_value(v).is_some()) {
+            Some(var) => KeySource::Env { var: var.clone() },
+            None => KeySource::Missing { looked_at: vars },
+        }
+    }
+
     /// The key: the entry's own, else `<PROVIDER>_API_KEY`, else the client type's usual variable
     /// (`OPENAI_API_KEY` / `ANTHROPIC_API_KEY`).
     pub fn resolved_api_key(&self) -> Option<String> {
-        let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        self.api_key
-            .clone()
-            .filter(|k| !k.is_empty())
-            .or_else(|| from_env(&format!("{}_API_KEY", self.env_prefix())))
-            .or_else(|| match self.client_type {
-                ClientType::OpenAiChat => from_env("OPENAI_API_KEY"),
-                ClientType::AnthropicMessages => from_env("ANTHROPIC_API_KEY"),
-            })
+        match self.api_key_source() {
+            KeySource::Config => self.api_key.clone(),
+            KeySource::Env { var } => env_value(&var),
+            KeySource::Missing { .. } => None,
+        }
+    }
+
+    /// Where the base URL comes from: the entry, `<PROVIDER>_BASE_URL`, or the client type's
+    /// public endpoint.
+    pub fn base_url_source(&self) -> BaseUrlSource {
+        if self.base_url.as_deref().is_some_and(|u| !u.is_empty()) {
+            return BaseUrlSource::Config;
+        }
+        let var = format!("{}_BASE_URL", self.env_prefix());
+        if env_value(&var).is_some() {
+            BaseUrlSource::Env { var }
+        } else {
+            BaseUrlSource::Default
+        }
     }
 
     /// The base URL: the entry's own, else `<PROVIDER>_BASE_URL`, else the public endpoint of
     /// the client type. OpenAI-style URLs include the version (`.../v1`); Anthropic's are the
     /// host.
     pub fn resolved_base_url(&self) -> String {
-        let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        self.base_url
-            .clone()
-            .filter(|u| !u.is_empty())
-            .or_else(|| from_env(&format!("{}_BASE_URL", self.env_prefix())))
-            .unwrap_or_else(|| match self.client_type {
-                ClientType::OpenAiChat => "https://api.openai.com/v1".to_owned(),
-                ClientType::AnthropicMessages => "https://api.anthropic.com".to_owned(),
-            })
+        let default = || match self.client_type {
+            ClientType::OpenAiChat => "https://api.openai.com/v1".to_owned(),
+            ClientType::AnthropicMessages => "https://api.anthropic.com".to_owned(),
+        };
+        match self.base_url_source() {
+            BaseUrlSource::Config => self.base_url.clone().unwrap_or_else(default),
+            BaseUrlSource::Env { var } => env_value(&var).unwrap_or_else(default),
+            BaseUrlSource::Default => default(),
+        }
     }
+
+    /// Checks what a person may have mistyped: a provider made of letters, digits, `-`, `_`
+    /// and `.`; a non-blank model id; an `http(s)://` base URL; a positive context window.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |message: String| Err(ConfigError::InvalidModel(message));
+        let provider_ok = !self.provider.is_empty()
+            && self
+                .provider
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !provider_ok {
+            return bad(format!(
+                "provider \"{}\" must be letters, digits, '-', '_' or '.'",
+                self.provider
+            ));
+        }
+        if self.model_id.trim().is_empty() || self.model_id.trim() != self.model_id {
+            return bad(format!(
+                "model id \"{}\" must be non-empty without surrounding spaces",
+                self.model_id
+            ));
+        }
+        if let Some(url) = &self.base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return bad(format!(
+                    "base URL \"{url}\" must start with http:// or https://"
+                ));
+            }
+        }
+        if self.context_window == Some(0) {
+            return bad("context window must be a positive number of tokens".into());
+        }
+        Ok(())
+    }
+}
+
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Where a model's API key comes from. Listing models shows this, never the key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum KeySource {
+    /// The entry's own `api_key` (stored in the 0600 project file).
+    Config,
+    /// An environment variable that is set.
+    Env {
+        /// Its name.
+        var: String,
+    },
+    /// No key anywhere (fine for local servers that need none).
+    Missing {
+        /// The variables looked at, in order.
+        looked_at: Vec<String>,
+    },
+}
+
+/// Where a model's base URL comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BaseUrlSource {
+    /// The entry's own `base_url`.
+    Config,
+    /// `<PROVIDER>_BASE_URL`.
+    Env {
+        /// Its name.
+        var: String,
+    },
+    /// The public endpoint of the client type.
+    Default,
+}
+
+/// One configured model as `penguin config model list` shows it: everything but the key.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelSummary {
+    /// Provider group.
+    pub provider: String,
+    /// Model id.
+    pub model_id: String,
+    /// Wire protocol name.
+    pub client_type: &'static str,
+    /// The base URL requests go to.
+    pub base_url: String,
+    /// Where [`ModelSummary::base_url`] comes from.
+    pub base_url_source: BaseUrlSource,
+    /// Where the key comes from.
+    pub api_key: KeySource,
+    /// Context window in tokens, if configured.
+    pub context_window: Option<u64>,
+    /// Output cap, if configured.
+    pub max_tokens: Option<i64>,
+    /// Whether the model accepts images.
+    pub vision: bool,
+    /// Whether sessions that name no model use this one.
+    pub is_default: bool,
+    /// Whether this is the project's `vision_model` (the describer of `describe_image`).
+    pub is_vision_model: bool,
 }
 
 impl ProjectConfig {
@@ -259,5 +396,126 @@ impl ProjectConfig {
         self.find(&provider, &model_id)
             .cloned()
             .ok_or(ConfigError::UnknownModel { provider, model_id })
+    }
+    /// The reference sessions that name no model use: `default_model`, else the first entry.
+    pub fn default_ref(&self) -> Option<ModelRef> {
+        self.default_model.clone().or_else(|| {
+            self.models.first().map(|m| ModelRef {
+                provider: m.provider.clone(),
+                model_id: m.model_id.clone(),
+            })
+        })
+    }
+
+    /// Makes (provider, model_id) the project's `vision_model`. It must be configured and
+    /// accept images.
+    pub fn set_vision_model(&mut self, provider: &str, model_id: &str) -> Result<(), ConfigError> {
+        let entry = self
+            .find(provider, model_id)
+            .ok_or_else(|| ConfigError::UnknownModel {
+                provider: provider.to_owned(),
+                model_id: model_id.to_owned(),
+            })?;
+        if !entry.vision {
+            return Err(ConfigError::InvalidModel(format!(
+                "{provider}/{model_id} is configured without vision; the vision model must accept images"
+            )));
+        }
+        self.vision_model = Some(ModelRef {
+            provider: provider.to_owned(),
+            model_id: model_id.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// Every entry as [`ModelSummary`], in file order.
+    pub fn summaries(&self) -> Vec<ModelSummary> {
+        let default = self.default_ref();
+        let is = |r: &Option<ModelRef>, m: &ModelEntry| {
+            r.as_ref()
+                .is_some_and(|r| r.provider == m.provider && r.model_id == m.model_id)
+        };
+        self.models
+            .iter()
+            .map(|m| ModelSummary {
+                provider: m.provider.clone(),
+                model_id: m.model_id.clone(),
+                client_type: m.client_type.as_str(),
+                base_url: m.resolved_base_url(),
+                base_url_source: m.base_url_source(),
+                api_key: m.api_key_source(),
+                context_window: m.context_window,
+                max_tokens: m.max_tokens,
+                vision: m.vision,
+                is_default: is(&default, m),
+                is_vision_model: is(&self.vision_model, m),
+            })
+            .collect()
+    }
+}
+
+/// A project's `.project_config.toml` on disk. Every change loads the file, edits it and saves
+/// it whole (mode 0600, atomically), so edits by `penguin config` never leave a half-written
+/// file; comments in a hand-edited file are not kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectFile {
+    path: PathBuf,
+}
+
+impl ProjectFile {
+    /// The file at `path` (it need not exist yet).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        ProjectFile { path: path.into() }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The current contents; a missing file is an empty config.
+    pub fn load(&self) -> Result<ProjectConfig, ConfigError> {
+        ProjectConfig::load(&self.path)
+    }
+
+    fn edit<T>(
+        &self,
+        change: impl FnOnce(&mut ProjectConfig) -> Result<T, ConfigError>,
+    ) -> Result<T, ConfigError> {
+        let mut config = self.load()?;
+        let out = change(&mut config)?;
+        config.save(&self.path)?;
+        Ok(out)
+    }
+
+    /// Adds or replaces a model (see [`ProjectConfig::upsert_model`]) after validating it.
+    /// Returns whether an entry was replaced.
+    pub fn add_model(&self, entry: ModelEntry, set_default: bool) -> Result<bool, ConfigError> {
+        entry.validate()?;
+        self.edit(|c| Ok(c.upsert_model(entry, set_default)))
+    }
+
+    /// Removes a model and the default/vision references to it; unknown models are an error.
+    pub fn remove_model(&self, provider: &str, model_id: &str) -> Result<(), ConfigError> {
+        self.edit(|c| {
+            if c.remove_model(provider, model_id) {
+                Ok(())
+            } else {
+                Err(ConfigError::UnknownModel {
+                    provider: provider.to_owned(),
+                    model_id: model_id.to_owned(),
+                })
+            }
+        })
+    }
+
+    /// Sets the project's vision model (see [`ProjectConfig::set_vision_model`]).
+    pub fn set_vision_model(&self, provider: &str, model_id: &str) -> Result<(), ConfigError> {
+        self.edit(|c| c.set_vision_model(provider, model_id))
+    }
+
+    /// The configured models without their keys.
+    pub fn models(&self) -> Result<Vec<ModelSummary>, ConfigError> {
+        Ok(self.load()?.summaries())
     }
 }

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Approver, Policy, PolicyApprover};
 use crate::config::{
-    ModelEntry, Permission, ProjectConfig, SystemConfig, render_template, validate_id,
+    ModelEntry, Permission, ProjectConfig, ProjectFile, SystemConfig, render_template, validate_id,
     write_private_file,
 };
 use crate::engine::{Engine, EngineSettings, EngineState, ReconnectSkip, RunOptions};
@@ -35,10 +35,21 @@ use crate::tools::subagent::{
     is_subagent_tool,
 };
 use crate::trace::TraceWriter;
-pub use paths::{AgentPaths, DEFAULT_AGENT, DEFAULT_PROJECT, default_root, new_session_id};
+pub use paths::{
+    AgentPaths, DEFAULT_AGENT, DEFAULT_PROJECT, default_root, new_session_id, project_config_path,
+};
 
 /// Messages buffered between a run and its consumer; a slow consumer slows the run.
 const RUN_CHANNEL_CAPACITY: usize = 256;
+
+/// The `.project_config.toml` of `project_id` under `root` (`None` = `$PENGUIN_HOME` or
+/// `~/.penguin/data`), to list and edit the project's models without opening an agent.
+/// Nothing is created until the first change.
+pub fn project_file(root: Option<&Path>, project_id: &str) -> Result<ProjectFile, HarnessError> {
+    validate_id("project id", project_id)?;
+    let root = root.map(Path::to_path_buf).unwrap_or_else(default_root);
+    Ok(ProjectFile::new(project_config_path(&root, project_id)))
+}
 
 /// One agent of one project, with its configuration loaded.
 #[derive(Clone, Debug)]
@@ -378,9 +389,11 @@ impl Agent {
     }
 
     /// Reopens a session from its latest trace file: rebuilds the context, carry-over and
-    /// counters by positional replay and keeps appending to the same file. The model is the
-    /// trace's (provider, model_id) from the project config unless `opts.model` gives one;
-    /// tools and thinking follow the current configuration.
+    /// counters by positional replay and keeps appending to the same file. The model is
+    /// `opts.model`, else the configured `opts.provider`/`opts.model_id` pair, else the
+    /// trace's (provider, model_id) from the project config (a session started with an inline
+    /// model therefore needs `opts.model` again); tools and thinking follow the current
+    /// configuration. `opts.workspace_dir` is ignored: a session keeps its workspace.
     pub fn resume_session(
         &self,
         session_id: &str,
@@ -408,9 +421,13 @@ impl Agent {
                 meta.workspace
             )));
         }
-        let model = match &opts.model {
-            Some(m) => m.clone(),
-            None => self
+        let model = match (&opts.model, &opts.provider, &opts.model_id) {
+            (Some(m), _, _) => m.clone(),
+            // The model was changed on purpose: resolve the new reference (both halves).
+            (None, p, m) if p.is_some() || m.is_some() => {
+                self.project.resolve(p.as_deref(), m.as_deref())?
+            }
+            _ => self
                 .project
                 .resolve(Some(&meta.provider), Some(&meta.model_id))
                 .map_err(|e| fail(e.to_string()))?,

@@ -28,6 +28,14 @@ pub fn default_root() -> PathBuf {
     home.join(".penguin").join("data")
 }
 
+/// File name of a project's configuration, in the project's folder.
+const PROJECT_CONFIG_FILE: &str = ".project_config.toml";
+
+/// `<root>/<project>/.project_config.toml`.
+pub fn project_config_path(root: &Path, project: &str) -> PathBuf {
+    root.join(project).join(PROJECT_CONFIG_FILE)
+}
+
 /// Paths of one agent of one project.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentPaths {
@@ -53,7 +61,7 @@ impl AgentPaths {
 
     /// `.project_config.toml`.
     pub fn project_config(&self) -> PathBuf {
-        self.project_dir.join(".project_config.toml")
+        self.project_dir.join(PROJECT_CONFIG_FILE)
     }
 
     /// `agent_state/`.

@@ -189,7 +189,8 @@ def test_bad_approval_mode_exits_1_before_anything_starts(cli: Cli, server: Scri
     [
         (
             ["run", "-m", "hi"],
-            "no model is configured: add one with `penguin config model add` or pass Model(...)",
+            "no model is configured: add one with `penguin config model add`, pass Model(...), "
+            "or set PENGUIN_MODEL_ID",
         ),
         (
             ["run", "-m", "hi", "--provider", "x", "--model-id", "y"],
@@ -209,6 +210,24 @@ def test_bad_approval_mode_exits_1_before_anything_starts(cli: Cli, server: Scri
 def test_setup_errors_are_one_line_and_exit_2(cli: Cli, args: list[str], message: str) -> None:
     out = cli.run(*args)
     assert (out.returncode, out.stdout, out.stderr) == (2, "", f"penguin: error: {message}\n")
+
+
+def test_a_model_named_by_the_environment_needs_no_config(cli: Cli, server: ScriptedServer) -> None:
+    server.push(text("Hello from the environment."))
+    env = {
+        **cli.env,
+        "PENGUIN_MODEL_ID": "env-model",
+        "PENGUIN_PROVIDER": "local-lab",
+        "LOCAL_LAB_BASE_URL": server.openai_base_url,
+    }
+    out = cli.run("run", "-m", "hi", env=env)
+    assert (out.returncode, out.stdout) == (0, "Hello from the environment.\n"), out.stderr
+    _, _, model, _ = session_line(out.stderr)
+    assert model == "local-lab/env-model"
+    assert server.requests[0].body["model"] == "env-model"
+    # No config file was needed or written with a model in it.
+    project = cli.home / "default_project" / ".project_config.toml"
+    assert "env-model" not in project.read_text()
 
 
 def test_a_missing_workspace_exits_2(cli: Cli, server: ScriptedServer, tmp_path: Path) -> None:

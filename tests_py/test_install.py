@@ -50,7 +50,9 @@ def test_pip_install_into_a_fresh_venv(tmp_path: Path) -> None:
     )
     script = tmp_path / "check.py"
     script.write_text(CHECK)
-    with ScriptedServer([text("installed and running"), text("from the command line")]) as server:
+    with ScriptedServer(
+        [text("installed and running"), text("from the command line"), text("from the environment")]
+    ) as server:
         out = subprocess.run(
             [str(python), str(script), server.openai_base_url, str(tmp_path / "data")],
             capture_output=True,
@@ -83,3 +85,21 @@ def test_pip_install_into_a_fresh_venv(tmp_path: Path) -> None:
             )
             assert out.returncode == 0, out
         assert out.stdout == "from the command line\n"
+
+        # The README's one-line form: no config at all, the model named by the environment.
+        bare_env = {
+            **env,
+            "PENGUIN_HOME": str(tmp_path / "bare-data"),
+            "PENGUIN_MODEL_ID": "m",
+            "OPENAI_BASE_URL": server.openai_base_url,
+        }
+        out = subprocess.run(
+            [penguin, "run", "-m", "hi"],
+            capture_output=True,
+            text=True,
+            env=bare_env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+        assert (out.returncode, out.stdout) == (0, "from the environment\n"), out

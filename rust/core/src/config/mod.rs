@@ -56,7 +56,9 @@ pub enum ConfigError {
     )]
     HalfModelRef,
     /// No model is configured at all.
-    #[error("no model is configured: add one with `penguin config model add` or pass Model(...)")]
+    #[error(
+        "no model is configured: add one with `penguin config model add`, pass Model(...), or set PENGUIN_MODEL_ID"
+    )]
     NoModel,
     /// The reference names a model the project does not list.
     #[error("model {provider}/{model_id} is not configured in this project")]

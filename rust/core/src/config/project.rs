@@ -44,6 +44,38 @@ fn default_true() -> bool {
     true
 }
 
+/// Names the model id of the environment's model.
+pub const ENV_MODEL_ID: &str = "PENGUIN_MODEL_ID";
+/// Names the provider of the environment's model (default `openai`).
+pub const ENV_PROVIDER: &str = "PENGUIN_PROVIDER";
+/// Names the client type of the environment's model (default `openai-chat`).
+pub const ENV_CLIENT_TYPE: &str = "PENGUIN_CLIENT_TYPE";
+
+/// The model the environment names, for running without configuration: `PENGUIN_MODEL_ID`
+/// (required), `PENGUIN_PROVIDER` (default `openai`) and `PENGUIN_CLIENT_TYPE` (default
+/// `openai-chat`); base URL and key come from the provider's usual variables
+/// (`<PROVIDER>_BASE_URL`, `<PROVIDER>_API_KEY`, then `OPENAI_*` / `ANTHROPIC_API_KEY`).
+/// `None` when `PENGUIN_MODEL_ID` is unset or empty.
+pub fn model_from_env() -> Result<Option<ModelEntry>, ConfigError> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(model_id) = var(ENV_MODEL_ID) else {
+        return Ok(None);
+    };
+    let mut entry = ModelEntry::new(
+        var(ENV_PROVIDER).unwrap_or_else(|| "openai".to_owned()),
+        model_id,
+    );
+    if let Some(kind) = var(ENV_CLIENT_TYPE) {
+        entry.client_type = kind.parse()?;
+    }
+    Ok(Some(entry))
+}
+
 /// One `[[models]]` entry.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -376,26 +408,34 @@ impl ProjectConfig {
     }
 
     /// Resolves a reference: both halves, or neither (the default model). Half a pair is an
-    /// error, as is a reference to a model the project does not list.
+    /// error, as is a reference to a model the project does not list. The model named by the
+    /// environment ([`model_from_env`]) counts as one more entry, and is the default of a
+    /// project that lists none, so a fresh machine can run without any config file.
     pub fn resolve(
         &self,
         provider: Option<&str>,
         model_id: Option<&str>,
     ) -> Result<ModelEntry, ConfigError> {
+        let from_env = model_from_env()?;
         let (provider, model_id) = match (provider, model_id) {
             (Some(p), Some(m)) => (p.to_owned(), m.to_owned()),
             (None, None) => match &self.default_model {
                 Some(r) => (r.provider.clone(), r.model_id.clone()),
-                None => match self.models.first() {
-                    Some(m) => (m.provider.clone(), m.model_id.clone()),
-                    None => return Err(ConfigError::NoModel),
+                None => match (self.models.first(), &from_env) {
+                    (Some(m), _) => (m.provider.clone(), m.model_id.clone()),
+                    (None, Some(env)) => return Ok(env.clone()),
+                    (None, None) => return Err(ConfigError::NoModel),
                 },
             },
             _ => return Err(ConfigError::HalfModelRef),
         };
-        self.find(&provider, &model_id)
-            .cloned()
-            .ok_or(ConfigError::UnknownModel { provider, model_id })
+        if let Some(entry) = self.find(&provider, &model_id) {
+            return Ok(entry.clone());
+        }
+        match from_env {
+            Some(env) if env.provider == provider && env.model_id == model_id => Ok(env),
+            _ => Err(ConfigError::UnknownModel { provider, model_id }),
+        }
     }
     /// The reference sessions that name no model use: `default_model`, else the first entry.
     pub fn default_ref(&self) -> Option<ModelRef> {

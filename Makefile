@@ -61,7 +61,7 @@ fmt: $(VENV)/.ready ## format Rust and Python
 
 .PHONY: bench
 bench: build-release ## benchmarks on an optimized build (numbers, never assertions)
-	cargo bench -p penguin-harness-tests --bench harness
+	cargo bench -p penguin-harness-tests --bench engine --bench exec
 	$(VPY) bench/python_iter.py
 
 .PHONY: clean

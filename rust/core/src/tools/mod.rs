@@ -10,6 +10,7 @@ pub mod image;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -158,6 +159,29 @@ pub trait Tool: Send + Sync {
 
     /// Runs one call. `args` already passed the definition's JSON Schema.
     async fn execute(&self, args: ToolArgs, ctx: ToolContext) -> Result<ToolResult, ToolError>;
+}
+
+/// Shortest yield a call may ask for (SPEC §3 yield clamp): shorter waits only add round trips.
+pub const MIN_YIELD_MS: f64 = 250.0;
+/// Margin kept between a yield and the tool's timeout (SPEC §3), so the call reports before the
+/// Environment's timeout fires.
+pub const TIMEOUT_MARGIN_MS: f64 = 1_000.0;
+/// Longest yield when the tool's timeout is off: keeps deadline arithmetic finite (30 days).
+pub const MAX_YIELD_MS: f64 = 30.0 * 24.0 * 3_600_000.0;
+
+/// The yield clamp of SPEC §3, shared by the command and subagent tools: a finite number, else
+/// `default`; at least [`MIN_YIELD_MS`]; when the tool's `timeout_ms` is on, at most
+/// `max(timeout_ms − 1000, 250)`.
+pub fn clamp_yield(raw: Option<&Value>, default: f64, timeout_ms: i64) -> Duration {
+    let mut ms = raw
+        .and_then(Value::as_f64)
+        .filter(|v| v.is_finite())
+        .unwrap_or(default)
+        .max(MIN_YIELD_MS);
+    if timeout_ms > 0 {
+        ms = ms.min((timeout_ms as f64 - TIMEOUT_MARGIN_MS).max(MIN_YIELD_MS));
+    }
+    Duration::from_secs_f64(ms.min(MAX_YIELD_MS) / 1_000.0)
 }
 
 /// Shared facilities tools are built with (one set per session).

@@ -25,11 +25,11 @@ pub mod pty;
 pub mod session;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::tools::clamp_yield;
 pub use group::{ExitStatus, KILL_GRACE};
 pub use manager::{CommandSessionManager, MAX_SESSIONS, RegisterError, SessionInfo};
 pub use session::{CollectEnd, CommandSession, SpawnError};
@@ -43,13 +43,6 @@ pub const DEFAULT_EXEC_YIELD_MS: f64 = 60_000.0;
 pub const DEFAULT_WRITE_YIELD_MS: f64 = 250.0;
 /// `input_command`'s default wait for an empty poll (SPEC, seed value).
 pub const DEFAULT_EMPTY_POLL_YIELD_MS: f64 = 5_000.0;
-/// Shortest yield a call may ask for (SPEC): shorter waits only add round trips.
-pub const MIN_YIELD_MS: f64 = 250.0;
-/// Margin kept between the yield and the tool's timeout (SPEC), so a call yields before the
-/// Environment's timeout fires.
-pub const TIMEOUT_MARGIN_MS: f64 = 1_000.0;
-/// Longest yield when the tool's timeout is off: keeps deadline arithmetic finite (30 days).
-pub const MAX_YIELD_MS: f64 = 30.0 * 24.0 * 3_600_000.0;
 
 /// The Ctrl-C character `input_command` turns into SIGINT.
 pub const CTRL_C: &str = "\u{3}";
@@ -75,21 +68,6 @@ pub fn unknown_id_text(id: &str) -> String {
 
 /// The model-visible text for `chars` that mix Ctrl-C with other text.
 pub const MIXED_CTRL_C_TEXT: &str = "[input_command error: chars mixes U+0003 (Ctrl-C) with other content; send \"\\u0003\" alone to interrupt]";
-
-/// Clamps a `yield_time_ms` argument (SPEC): a finite number, else `default`; at least
-/// [`MIN_YIELD_MS`]; when the tool's `timeout_ms` is on, at most
-/// `max(timeout_ms − 1000, 250)`.
-pub fn clamp_yield(raw: Option<&Value>, default: f64, timeout_ms: i64) -> Duration {
-    let v = raw
-        .and_then(Value::as_f64)
-        .filter(|v| v.is_finite())
-        .unwrap_or(default);
-    let mut v = v.max(MIN_YIELD_MS);
-    if timeout_ms > 0 {
-        v = v.min((timeout_ms as f64 - TIMEOUT_MARGIN_MS).max(MIN_YIELD_MS));
-    }
-    Duration::from_secs_f64(v.min(MAX_YIELD_MS) / 1_000.0)
-}
 
 /// The result for an exited shell (SPEC): exit 0 completed; otherwise failed with
 /// `[exit code: N]` (`unknown` when there is none) or `[terminated by signal SIGxxx]`.

@@ -29,6 +29,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::config::ToolDefinitionConfig;
+use crate::tools::clamp_yield;
 use crate::tools::{Tool, ToolArgs, ToolContext, ToolError, ToolResult, ToolServices};
 pub use manager::{
     MAX_SUBAGENT_DEPTH, MAX_SUBAGENTS, SpawnContext, SpawnError, SpawnRequest, SubagentManager,
@@ -46,13 +47,6 @@ pub const DEFAULT_RUN_YIELD_MS: f64 = 300_000.0;
 pub const DEFAULT_PROMPT_YIELD_MS: f64 = 300_000.0;
 /// `input_subagent`'s window for an empty poll (SPEC §3).
 pub const DEFAULT_POLL_YIELD_MS: f64 = 10_000.0;
-/// Shortest window (SPEC §3 yield clamp).
-pub const MIN_YIELD_MS: f64 = 250.0;
-/// A window ends this long before the tool's timeout, so the call reports instead of timing
-/// out (SPEC §3 yield clamp).
-pub const TIMEOUT_MARGIN_MS: f64 = 1_000.0;
-/// Longest window when the tool has no timeout (30 days): keeps the deadline representable.
-pub const MAX_YIELD_MS: f64 = 30.0 * 24.0 * 3_600_000.0;
 /// How long an aborted `run_subagent` waits for its killed child to wind down (its commands
 /// take up to ~1 s to die), so the call returns after the child is gone; below the
 /// Environment's cancel grace.
@@ -110,20 +104,6 @@ pub fn still_running_note(id: &str) -> String {
 /// Note of a poll that found the child idle.
 pub fn idle_note(id: &str) -> String {
     format!("[subagent idle with subagent_id {id}; send a follow-up prompt to continue]")
-}
-
-/// The yield clamp of SPEC §3: a finite number else `default`, at least 250 ms, and with a
-/// tool timeout at most `max(timeout - 1000, 250)` ms.
-pub fn clamp_yield(raw: Option<&Value>, default: f64, timeout_ms: i64) -> Duration {
-    let mut ms = raw
-        .and_then(Value::as_f64)
-        .filter(|v| v.is_finite())
-        .unwrap_or(default)
-        .max(MIN_YIELD_MS);
-    if timeout_ms > 0 {
-        ms = ms.min((timeout_ms as f64 - TIMEOUT_MARGIN_MS).max(MIN_YIELD_MS));
-    }
-    Duration::from_millis(ms.min(MAX_YIELD_MS) as u64)
 }
 
 /// Whether `name` is one of the subagent tools (sessions at the depth limit do not get them).

@@ -21,6 +21,7 @@ use crate::environment::Environment;
 use crate::llm::{LlmOutcome, ModelClient, ModelRequest};
 use crate::protocol::*;
 use crate::session::{Agent, Session, SessionOptions, paths};
+use crate::tools::MAX_YIELD_MS;
 use crate::trace::read_trace;
 
 type Dynamic = fn(&[OmniMessage]) -> OmniMessage;

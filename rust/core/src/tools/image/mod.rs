@@ -45,12 +45,6 @@ impl std::fmt::Debug for VisionModel {
 /// `User-Agent` of downloads: some image hosts refuse requests without one.
 const USER_AGENT: &str = concat!("penguin-harness/", env!("CARGO_PKG_VERSION"));
 
-/// Installs rustls' ring crypto provider as the process default (reqwest is built with
-/// `rustls-no-provider`). Idempotent: "already installed" is not an error.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// The HTTP client of the tools: built once per process (a clone is a handle to it).
 ///
 /// Building a client loads and parses the system's root certificates (~85 ms in a debug
@@ -68,7 +62,7 @@ pub fn default_http_client() -> reqwest::Client {
 }
 
 fn build_http_client() -> reqwest::Client {
-    install_crypto_provider();
+    crate::llm::install_crypto_provider();
     let builder = || {
         reqwest::Client::builder()
             .user_agent(USER_AGENT)

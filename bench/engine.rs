@@ -74,7 +74,7 @@ fn measure(phase: &str) {
             .collect();
         replies.push(Reply::sse(openai::text("all done")));
         let server = ScriptedServer::start(replies).await;
-        let agent = TestAgent::new();
+        let agent = TestAgent::new().with_host_profile();
         let session = agent.session(ClientType::OpenAiChat, &server.openai_base_url());
         let cpu0 = cpu_seconds();
         let t0 = Instant::now();

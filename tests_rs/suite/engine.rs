@@ -664,8 +664,14 @@ async fn the_agent_vault_reaches_commands_but_not_the_model() {
     ])
     .await;
     let t = TestAgent::new();
-    std::fs::write(t.agent.paths().vault(), "DEPLOY_TOKEN = \"s3cret\"\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(t.agent.paths().vault())
+            .and_then(|mut f| f.write_all(b"DEPLOY_TOKEN = \"s3cret\"\n"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
     let session = t.session(ClientType::OpenAiChat, &server.openai_base_url());
     let stream = run_task(&session, "check the token", allow()).await;
     assert_eq!(

@@ -20,6 +20,8 @@ pub struct TestAgent {
     pub root: TempDir,
     /// The workspace.
     pub workspace: TempDir,
+    /// An empty `HOME` for the agent's commands (see [`TestAgent::with_files`]).
+    pub home: TempDir,
     /// The opened agent.
     pub agent: Agent,
 }
@@ -53,11 +55,18 @@ impl TestAgent {
             .join("default_project/agents/default_agent/agent_state");
         std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(state.join("system_config.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
+        // Commands get an empty HOME through the agent's vault: `bash -lc` then skips the
+        // host's login profile, whose start-up cost and occasional stderr noise (e.g. a
+        // concurrent pyenv rehash) have nothing to do with what these tests check.
+        let home = TempDir::new("home");
+        let vault = format!("HOME = {:?}\n", home.path().display().to_string());
+        std::fs::write(state.join(".vault.toml"), vault).unwrap_or_else(|e| panic!("{e}"));
         let agent = Agent::open(Some(root.path()), "default_project", "default_agent")
             .unwrap_or_else(|e| panic!("open agent: {e}"));
         TestAgent {
             root,
             workspace,
+            home,
             agent,
         }
     }
@@ -65,6 +74,13 @@ impl TestAgent {
     /// An agent with [`system_yaml`]`(-1, 30_000)`.
     pub fn new() -> Self {
         Self::with_config(&system_yaml(-1, 30_000))
+    }
+
+    /// Lets later sessions' commands run with the host's own `HOME` and login profile (what
+    /// users get), by removing the test vault.
+    pub fn with_host_profile(self) -> Self {
+        let _ = std::fs::remove_file(self.agent.paths().vault());
+        self
     }
 
     /// A session on an inline model served at `base_url`.
